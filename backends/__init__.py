@@ -1,0 +1,1 @@
+"""In-tree backends. Each subpackage registers its targets and kernels on import."""

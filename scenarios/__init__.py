@@ -1,0 +1,1 @@
+"""Scenario families: what is computed, its float64 reference, presets, decomposition and traffic ledger."""

@@ -1,0 +1,116 @@
+"""Elementwise chain: y = op_k(...op_2(op_1(x))) over n elements — the simplest case where fusion pays.
+
+Unfused, each op is its own kernel: it reads the running value from device memory and writes its result back,
+so a chain of k ops materialises k-1 intermediates of n elements. Fused, one kernel reads x once, applies every
+op in float32 registers and writes y once. Every intermediate removed saves 2·n·s bytes (one write, one read):
+for 10⁶ half-precision values that is 4,000,000 bytes. Elementwise ops do almost no arithmetic per byte, so
+both variants are bound by memory bandwidth and the ledger predicts the speedup: k kernels' traffic over one's.
+
+Exact meaning of each op on the running value v (fused kernels compute in float32; unfused kernels store each
+intermediate in the chain's dtype):
+    scale: 1.25·v     shift: v + 0.5     relu: max(v, 0)     square: v·v     tanh: tanh(v)
+    sigmoid: 1/(1+exp(−v))     silu: v·sigmoid(v)     gelu: 0.5·v·(1+tanh(0.7978845608·(v+0.044715·v³)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from suite.errors import ConfigError
+from suite.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.numerics import rel_err
+from suite.scenario import Params, Scenario, register
+
+GELU_C, GELU_A = 0.7978845608, 0.044715
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+OPS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "scale": lambda v: 1.25 * v,
+    "shift": lambda v: v + 0.5,
+    "relu": lambda v: np.maximum(v, 0),
+    "square": lambda v: v * v,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "silu": lambda v: v * _sigmoid(v),
+    "gelu": lambda v: 0.5 * v * (1.0 + np.tanh(GELU_C * (v + GELU_A * v * v * v))),
+}
+
+FLOPS = {"scale": 1, "shift": 1, "relu": 1, "square": 1, "tanh": 1, "sigmoid": 3, "silu": 4, "gelu": 9}
+"""FLOPs per element, counting each add, multiply, max, divide and transcendental (exp, tanh) as one."""
+
+MAX_CHAIN = 16
+MAX_N = 2**31 - 1
+"""Kernels index with 32-bit ints in places; beyond that the case is refused, not silently wrong."""
+
+BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
+"""Floor of the tolerance per dtype; the tolerance grows with the chain's conditioning (see `tolerance`)."""
+
+ALL8 = ["scale", "shift", "relu", "square", "tanh", "sigmoid", "silu", "gelu"]
+
+
+@register
+class ElementwiseChain(Scenario):
+    name = "elementwise_chain"
+    inputs = ("x",)
+    axes = ("n", "ops")
+    size_axis = "n"
+    presets = {
+        "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},
+        "M": {
+            "n": [2**16, 2**18, 2**20, 2**22, 2**24],
+            "ops": [["gelu"], ["scale", "gelu"], ["scale", "shift", "tanh", "gelu"], ALL8],
+        },
+        "L": {"n": [2**20, 2**22, 2**24, 2**26], "ops": [["gelu"], ["scale", "gelu"], ALL8, ALL8 + ALL8]},
+    }
+
+    def check(self, params: Params) -> None:
+        n, ops = params["n"], params["ops"]
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:
+            raise ConfigError(f"scenario.n={n!r} must be an integer in 1..{MAX_N}")
+        if not isinstance(ops, list | tuple) or not 1 <= len(ops) <= MAX_CHAIN:
+            raise ConfigError(f"scenario.ops={ops!r} must be a list of 1..{MAX_CHAIN} ops from: {', '.join(OPS)}")
+        for op in ops:
+            if op not in OPS:
+                raise ConfigError(f"unknown op '{op}' in scenario.ops; valid: {', '.join(OPS)}")
+
+    def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"x": rng.uniform(-3.0, 3.0, params["n"]).astype(dtype)}
+
+    def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
+        v = inputs["x"].astype(np.float64)
+        for op in params["ops"]:
+            v = OPS[op](v)
+        return v
+
+    def output_shape(self, params: Params) -> tuple[int, ...]:
+        return (params["n"],)
+
+    def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
+        n, ops = params["n"], params["ops"]
+        s = np.dtype(dtype).itemsize
+        unfused = tuple(KernelTraffic(op, n * s, n * s, FLOPS[op] * n) for op in ops)
+        fused = (KernelTraffic("+".join(ops), n * s, n * s, sum(FLOPS[op] for op in ops) * n),)
+        removed = tuple(Intermediate(f"after {op}", n, s) for op in ops[:-1])
+        return {"unfused": VariantLedger("unfused", unfused), "fused": VariantLedger("fused", fused, removed)}
+
+    def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
+        """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, within limits.
+
+        The error a correct kernel makes depends on how the chain amplifies rounding (square doubles relative
+        error, shift can cancel), so the tolerance is measured on the same inputs rather than guessed.
+        """
+        v = inputs["x"]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for op in params["ops"]:
+                v = OPS[op](v.astype(np.float32)).astype(dtype)
+            own = rel_err(v, ref)
+        return float(np.clip(4.0 * own, BASE_TOL[dtype], 0.05))
+
+    def emulation_params(self, params: Params, max_elements: int) -> Params:
+        return {**params, "n": min(params["n"], max_elements)}

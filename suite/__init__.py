@@ -1,0 +1,1 @@
+"""fusebench: when does fusing GPU kernels pay, by how much, and why."""

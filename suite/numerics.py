@@ -1,0 +1,47 @@
+"""How outputs are judged: one relative-error metric, used against the float64 reference and between peers.
+
+The error of an element is |out - ref| / max(|ref|, floor), with the floor at 1e-3 of the largest reference
+magnitude (and never below the smallest normal of the output dtype): elements that cancel to nearly zero are
+then judged against the scale of the result rather than against themselves. A NaN or an infinity where the
+reference is finite (an unwritten, poisoned element) makes the error infinite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOOR = 1e-3
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    """Max elementwise relative error of `out` against `ref` (both brought to float64)."""
+    out64 = np.asarray(out, dtype=np.float64)
+    ref64 = np.asarray(ref, dtype=np.float64)
+    if out64.shape != ref64.shape:
+        raise ValueError(f"output shape {out64.shape} != reference shape {ref64.shape}")
+    if out64.size == 0:
+        return 0.0
+    scale = float(np.max(np.abs(ref64[np.isfinite(ref64)]), initial=0.0))
+    tiny = float(np.finfo(out.dtype).tiny) if np.issubdtype(out.dtype, np.floating) else 0.0
+    floor = max(FLOOR * scale, tiny, np.finfo(np.float64).tiny)
+    err = np.abs(out64 - ref64) / np.maximum(np.abs(ref64), floor)
+    bad = ~np.isfinite(out64) & np.isfinite(ref64)
+    if bad.any():
+        return float("inf")
+    return float(np.max(np.where(np.isfinite(err), err, 0.0)))
+
+
+def unwritten(out: np.ndarray) -> int:
+    """Elements still NaN after a run into a NaN-poisoned buffer (where the reference is finite)."""
+    return int(np.count_nonzero(np.isnan(np.asarray(out, dtype=np.float64))))
+
+
+def judge(out: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, str]:
+    """Return (max_rel_err, reason); reason is empty when the output is within `tol`."""
+    nan = int(np.count_nonzero(np.isnan(np.asarray(out, dtype=np.float64)) & np.isfinite(ref)))
+    err = rel_err(out, ref)
+    if nan:
+        return err, f"{nan} of {out.size} elements unwritten or NaN"
+    if not err <= tol:
+        return err, f"max relative error {err:.3g} exceeds tolerance {tol:.3g}"
+    return err, ""

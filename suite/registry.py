@@ -1,0 +1,101 @@
+"""The kernel registry: every implementation is registered under an explicit key, never inferred from its path.
+
+A key is (scenario, backend, variant, target). `target` is the device a kernel is written for: Numba has a CPU
+and a CUDA target, Triton and CuPy only CUDA. Backends register their kernels on import; the suite imports
+them by scanning the in-tree `backends` package and the `fusebench.backends` entry-point group, so a third
+party adds a backend without editing this tree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+Launcher = Callable[[], None]
+"""A prepared run of one variant: launches every kernel of it, writes the output buffer, allocates nothing."""
+
+Entry = Callable[..., Launcher]
+"""entry(inputs: dict[str, device array], out: device array, params: dict, opts: dict) -> Launcher."""
+
+
+@dataclass(frozen=True, order=True)
+class KernelKey:
+    scenario: str
+    backend: str
+    variant: str
+    target: str = "cuda"
+
+
+@dataclass
+class Registry:
+    kernels: dict[KernelKey, Entry] = field(default_factory=dict)
+    load_errors: dict[str, str] = field(default_factory=dict)
+    """Backend modules that failed to import, with the reason (a missing optional dependency, usually)."""
+
+    def add(self, key: KernelKey, entry: Entry) -> None:
+        if key in self.kernels:
+            raise ValueError(f"kernel {key} registered twice")
+        self.kernels[key] = entry
+
+    def get(self, key: KernelKey) -> Entry | None:
+        return self.kernels.get(key)
+
+    def keys(self, **match: str) -> list[KernelKey]:
+        return sorted(k for k in self.kernels if all(getattr(k, a) == v for a, v in match.items()))
+
+    def backends(self) -> list[str]:
+        return sorted({k.backend for k in self.kernels} | {n.split(".")[0] for n in self.load_errors})
+
+
+REGISTRY = Registry()
+
+
+def kernel(*, scenario: str, backend: str, variant: str, target: str = "cuda") -> Callable[[Entry], Entry]:
+    """Register `entry` as the implementation of (scenario, backend, variant) on `target` ("cpu" or "cuda")."""
+
+    def register(entry: Entry) -> Entry:
+        REGISTRY.add(KernelKey(scenario, backend, variant, target), entry)
+        return entry
+
+    return register
+
+
+_discovered = False
+
+
+def discover(package: str = "backends") -> Registry:
+    """Import every backend module once: the in-tree package scan, then the entry-point group.
+
+    A module whose optional dependency is missing is recorded in `load_errors` (its backend then shows as
+    unavailable with that reason) instead of stopping the suite.
+    """
+    global _discovered
+    if _discovered:
+        return REGISTRY
+    _discovered = True
+    root = importlib.import_module(package)
+    for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}.", onerror=_record_walk_error):
+        _import(info.name)
+    for ep in entry_points(group="fusebench.backends"):
+        try:
+            ep.load()
+        except Exception as exc:  # a third-party backend must not take the suite down
+            REGISTRY.load_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+    return REGISTRY
+
+
+def _import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        short = name.removeprefix("backends.")
+        REGISTRY.load_errors[short] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def _record_walk_error(name: str) -> None:
+    REGISTRY.load_errors[name.removeprefix("backends.")] = "package failed to import"

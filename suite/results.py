@@ -1,0 +1,135 @@
+"""The result row and the run's table: one row per (case, implementation), appended and flushed as it exists.
+
+The `Row` dataclass's field order is the column order of results.csv. Failures are rows too: `status` is one of
+ok, mismatch, error, skipped, unsupported, and `reason` says why whenever a row is not a clean timed `ok`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+STATUSES = ("ok", "mismatch", "error", "skipped", "unsupported")
+CSV_NAME = "results.csv"
+
+
+@dataclass
+class Row:
+    scenario: str
+    params: str
+    """The case's shape parameters as JSON (sorted keys), e.g. {"n": 1048576, "ops": ["scale", "gelu"]}."""
+    dtype: str
+    backend: str
+    device: str
+    """cpu or cuda: the device the kernel is written for (in emulation it ran on the host)."""
+    variant: str
+    status: str
+    reason: str = ""
+    time_ms: float | None = None
+    """Median of the timed repetitions; empty when nothing was timed (reason says why)."""
+    bytes_modeled: int | None = None
+    """Ledger traffic at the device's outer-memory boundary under `store_model`."""
+    flops_modeled: int | None = None
+    gbps: float | None = None
+    max_rel_err: float | None = None
+    size: int | None = None
+    mode: str = ""
+    """native (timed), emulated (interpreter/simulator: numerics only) or compile (built for sm_90, not run)."""
+    time_min_ms: float | None = None
+    time_q1_ms: float | None = None
+    time_q3_ms: float | None = None
+    reps: int | None = None
+    compile_ms: float | None = None
+    cold_cache: bool | None = None
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    store_model: str = ""
+    launches: int | None = None
+    intermediates_removed: int | None = None
+    bytes_saved: int | None = None
+    ceiling_gbps: float | None = None
+    pct_of_ceiling: float | None = None
+    tolerance: float | None = None
+    peer_err: float | None = None
+    """Largest relative difference from the other implementations of the same case."""
+    checked_params: str = ""
+    """Params of the numerics check when it ran on a smaller slice than the case (emulation), else empty."""
+    seed: int | None = None
+    device_name: str = ""
+    versions: str = ""
+    git_rev: str = ""
+    command: str = ""
+    run_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Scenario- or backend-specific values; written as JSON in the last column."""
+
+    def as_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["extra"] = json.dumps(self.extra, sort_keys=True) if self.extra else ""
+        return record
+
+
+COLUMNS = [f.name for f in fields(Row)]
+KEY = ("scenario", "params", "dtype", "backend", "device", "variant")
+"""Columns that identify one (case, implementation); `resume` skips keys already in the table."""
+
+
+def params_json(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, separators=(", ", ": "))
+
+
+class Table:
+    """results.csv of one run directory: appended row by row, flushed and fsynced so a killed run keeps rows."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / CSV_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        self._file = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+        if fresh:
+            self._writer.writeheader()
+            self._flush()
+
+    def append(self, row: Row) -> None:
+        self._writer.writerow(row.as_record())
+        self._flush()
+
+    def _flush(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def done_keys(self) -> set[tuple[str, ...]]:
+        """Keys of rows already written (for resume): every status counts as finished."""
+        frame = read(self.path)
+        return {tuple(str(v) for v in r) for r in frame[list(KEY)].itertuples(index=False)}
+
+
+def read(path: Path) -> pd.DataFrame:
+    """Read a results.csv, tolerating a last line cut short by a killed process."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.read_csv(path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str})
+    frame["reason"] = frame["reason"].fillna("")
+    return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
+
+
+def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
+    """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`."""
+    frames = [read(p) for p in paths]
+    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
+        not f.empty for f in frames
+    ) else pd.DataFrame(columns=COLUMNS)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
+    return frame

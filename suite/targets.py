@@ -1,0 +1,105 @@
+"""Execution targets: one (backend, device) pair, how it runs on this machine, and how arrays reach it.
+
+A target knows how to move a NumPy array to its device, allocate and poison a buffer there, bring it back and
+synchronise. Its probe says how it can run here: `native` (timed for real), `emulated` (the Triton interpreter
+or the Numba CUDA simulator: numerics only, never timed), `compile` (CUDA source compiled for sm_90 but not
+run: no GPU) or `unavailable`, always with a reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+NATIVE, EMULATED, COMPILE, UNAVAILABLE = "native", "emulated", "compile", "unavailable"
+
+
+@dataclass(frozen=True)
+class Availability:
+    mode: str
+    reason: str
+
+    @property
+    def runs(self) -> bool:
+        return self.mode in (NATIVE, EMULATED)
+
+
+class Target:
+    """Base class; subclasses set `backend` and `device` and override what differs from NumPy on the host."""
+
+    backend: ClassVar[str]
+    device: ClassVar[str]
+
+    def probe(self) -> Availability:
+        raise NotImplementedError
+
+    def asarray(self, a: np.ndarray) -> Any:
+        return np.ascontiguousarray(a)
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return np.empty(shape, dtype=dtype)
+
+    def poison(self, a: Any) -> None:
+        """Fill with NaN so that elements a kernel fails to write are caught by the numerics check."""
+        a.fill(np.nan)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    def synchronize(self) -> None:
+        return None
+
+    def free_bytes(self) -> int | None:
+        """Free device memory, for footprint guards; None where unknown."""
+        return None
+
+    @property
+    def name(self) -> str:
+        return f"{self.backend}/{self.device}"
+
+
+TARGETS: dict[tuple[str, str], Target] = {}
+
+
+def register_target(target: Target) -> Target:
+    TARGETS[(target.backend, target.device)] = target
+    return target
+
+
+@functools.cache
+def cuda_device_count() -> int:
+    """GPUs visible through the driver API, without importing any CUDA library (0 where no driver is found)."""
+    for lib in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            cuda = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    return 0
+
+
+def configure_emulation(enable: bool) -> None:
+    """Without a GPU, switch Triton to its interpreter and Numba CUDA to its simulator.
+
+    Must run before any backend module is imported: Triton reads TRITON_INTERPRET when kernels are decorated
+    and Numba reads NUMBA_ENABLE_CUDASIM when `numba.cuda` is first imported.
+    """
+    if enable and cuda_device_count() == 0:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+def emulating() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+class NotRunnable(Exception):  # noqa: N818 - a state, not a failure: the row becomes `skipped`
+    """Raised by a launcher that was built (e.g. compiled for sm_90) but cannot run on this machine."""
