@@ -63,7 +63,7 @@ class ElementwiseChain(Scenario):
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},
         "M": {
-            "n": [2**16, 2**18, 2**20, 2**22, 2**24],
+            "n": [2**16, 2**18, 2**20, 2**22, 2**24, 2**26],
             "ops": [["gelu"], ["scale", "gelu"], ["scale", "shift", "tanh", "gelu"], ALL8],
         },
         "L": {"n": [2**20, 2**22, 2**24, 2**26], "ops": [["gelu"], ["scale", "gelu"], ALL8, ALL8 + ALL8]},

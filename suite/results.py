@@ -87,11 +87,12 @@ def params_json(params: dict[str, Any]) -> str:
 class Table:
     """results.csv of one run directory: appended row by row, flushed and fsynced so a killed run keeps rows."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, fresh: bool = True) -> None:
+        """`fresh` starts a new table; otherwise rows are appended to the one there (resume)."""
         self.path = Path(directory) / CSV_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._file = self.path.open("a", newline="", encoding="utf-8")
+        fresh = fresh or not self.path.exists() or self.path.stat().st_size == 0
+        self._file = self.path.open("w" if fresh else "a", newline="", encoding="utf-8")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
         if fresh:
             self._writer.writeheader()

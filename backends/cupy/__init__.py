@@ -1,0 +1,74 @@
+"""CuPy backend: its target (CuPy arrays on a GPU; NumPy arrays where it can only compile) and its kernels.
+
+Without a GPU the kernels' CUDA sources are still compiled for sm_90 through NVRTC, which needs no device:
+that is `compile` mode, where entries build (and report registers and spills) but launchers raise
+NotRunnable. The probe is cached: it may compile a kernel, and the answer cannot change within a run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from suite.targets import COMPILE, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+
+try:
+    import cupy
+except ImportError:  # the target still registers, and says why it cannot run
+    cupy = None
+
+_PROBE_SOURCE = 'extern "C" __global__ void probe(float* y) { y[threadIdx.x] = 1.0f; }'
+
+
+@functools.cache
+def _probe() -> Availability:
+    if cupy is None:
+        return Availability(UNAVAILABLE, "cupy is not installed (pip install cupy-cuda13x)")
+    gpu_error = ""
+    if cuda_device_count() > 0:
+        try:
+            cupy.arange(1).sum().item()
+            name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+            return Availability(NATIVE, f"CuPy {cupy.__version__} on {name}")
+        except Exception as exc:  # a GPU CuPy cannot use: fall back to compiling, and say why
+            gpu_error = f"; CuPy cannot use the GPU ({type(exc).__name__}: {exc})"
+    from backends.cupy.build import compile_sm90
+
+    try:
+        compile_sm90(_PROBE_SOURCE, "probe")
+    except Exception as exc:
+        return Availability(UNAVAILABLE, f"no usable GPU and NVRTC cannot compile ({exc}){gpu_error}")
+    return Availability(COMPILE, f"no GPU: CUDA sources compiled for sm_90 through NVRTC, not run{gpu_error}")
+
+
+class CupyTarget(Target):
+    backend = "cupy"
+    device = "cuda"
+
+    def probe(self) -> Availability:
+        return _probe()
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.probe().mode == NATIVE
+
+    def asarray(self, a: np.ndarray) -> Any:
+        return cupy.asarray(a) if self.on_gpu else super().asarray(a)
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return cupy.empty(shape, dtype=dtype) if self.on_gpu else super().empty(shape, dtype)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return cupy.asnumpy(a) if self.on_gpu else super().to_host(a)
+
+    def synchronize(self) -> None:
+        if self.on_gpu:
+            cupy.cuda.Device().synchronize()
+
+    def free_bytes(self) -> int | None:
+        return cupy.cuda.runtime.memGetInfo()[0] if self.on_gpu else None
+
+
+TARGET = register_target(CupyTarget())

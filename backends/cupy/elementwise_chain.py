@@ -1,0 +1,117 @@
+"""Elementwise chain in CuPy: generated CUDA C (a RawKernel, so NVRTC can check it without a GPU).
+
+Every kernel is the same template: one thread per element with 64-bit indexing, load, convert to float32,
+apply a chain of `__device__` ops, convert back, store. Fused instantiates it with the whole chain (one source
+per chain and dtype); unfused with one op per kernel (one source per op and dtype, shared between chains),
+each reading the previous intermediate in the chain's dtype. Two scratch buffers alternate between the
+unfused kernels: the traffic is the ledger's, the footprint two intermediates.
+
+float16 is stored as raw 16-bit words and converted with the PTX instructions cuda_fp16.h itself uses
+(cvt.f32.f16, cvt.rn.f16.f32), so no header is needed: NVRTC from the pip wheels has no include path to
+cuda_fp16.h. The ops use CUDA's accurate tanhf and expf (no fast-math), compiled the same way in both variants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from backends.cupy import TARGET, cupy
+from backends.cupy.build import build
+from suite.registry import kernel
+from suite.targets import NATIVE
+
+PRELUDE = r"""
+typedef unsigned short half_bits;
+
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ float load(const half_bits* p) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(*p));
+    return v;
+}
+__device__ __forceinline__ void store(half_bits* p, float v) {
+    half_bits h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    *p = h;
+}
+
+__device__ __forceinline__ float op_scale(float v) { return 1.25f * v; }
+__device__ __forceinline__ float op_shift(float v) { return v + 0.5f; }
+__device__ __forceinline__ float op_relu(float v) { return fmaxf(v, 0.0f); }
+__device__ __forceinline__ float op_square(float v) { return v * v; }
+__device__ __forceinline__ float op_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ float op_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ __forceinline__ float op_silu(float v) { return v * op_sigmoid(v); }
+__device__ __forceinline__ float op_gelu(float v) {
+    return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+}
+"""
+
+KERNEL = r"""
+extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {{
+        float v = load(x + i);
+{body}
+        store(y + i, v);
+    }}
+}}
+"""
+
+CTYPES = {"float32": "float", "float16": "half_bits"}
+
+
+def source(ops: tuple[str, ...], dtype: str) -> tuple[str, str]:
+    """(CUDA source, kernel name) of the kernel applying `ops` to arrays of `dtype`."""
+    name = f"chain_{dtype}_{'_'.join(ops)}"
+    body = "\n".join(f"        v = op_{op}(v);" for op in ops)
+    return PRELUDE + KERNEL.format(name=name, T=CTYPES[dtype], body=body), name
+
+
+@functools.cache
+def _compiled(ops: tuple[str, ...], dtype: str) -> Any:
+    return build(*source(ops, dtype))
+
+
+def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Callable[[], None]:
+    block = int(opts.get("block", 256))
+    grid, size = ((n + block - 1) // block,), np.int64(n)
+    launches = [(_compiled(ops, np.dtype(y.dtype).name), (x, y, size)) for x, y, ops in steps]
+    context = _stream(opts.get("stream"))
+
+    def launch() -> None:
+        with context:
+            for k, args in launches:
+                k(grid, (block,), args)
+
+    return launch
+
+
+def _stream(handle: int | None) -> contextlib.AbstractContextManager:
+    """The external stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
+    if handle is None or TARGET.probe().mode != NATIVE:
+        return contextlib.nullcontext()
+    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(int(handle))
+
+
+@kernel(scenario="elementwise_chain", backend="cupy", variant="fused", target="cuda")
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+    return _launcher([(inputs["x"], out, tuple(params["ops"]))], params["n"], opts)
+
+
+@kernel(scenario="elementwise_chain", backend="cupy", variant="unfused", target="cuda")
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+    ops = params["ops"]
+    scratch = [TARGET.empty(out.shape, np.dtype(out.dtype).name) for _ in range(min(len(ops) - 1, 2))]
+    srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]
+    dsts = srcs[1:] + [out]
+    return _launcher([(s, d, (op,)) for s, d, op in zip(srcs, dsts, ops, strict=True)], params["n"], opts)

@@ -1,0 +1,74 @@
+"""Triton backend: its target (torch tensors, on the GPU or, in the interpreter, on the CPU) and its kernels.
+
+The interpreter is checked first: Triton reads TRITON_INTERPRET when a kernel is decorated, so with it set the
+kernels are interpreted even on a machine with a GPU, and timing them would time NumPy. Launches go to the
+stream given in opts["stream"] (a raw CUDA handle) by making it torch's current stream, which is the stream
+Triton launches on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class TritonTarget(Target):
+    backend = "triton"
+    device = "cuda"
+
+    def probe(self) -> Availability:
+        if interpreting():
+            return Availability(EMULATED, "Triton interpreter: numerics only, not timed")
+        if cuda_device_count() > 0 and torch.cuda.is_available():
+            return Availability(NATIVE, f"Triton on {torch.cuda.get_device_name()}")
+        if cuda_device_count() > 0:
+            return Availability(UNAVAILABLE, f"a GPU is present but torch {torch.__version__} has no CUDA")
+        return Availability(UNAVAILABLE, "no CUDA GPU; TRITON_INTERPRET=1 would run the kernels interpreted")
+
+    @property
+    def torch_device(self) -> str:
+        return "cuda" if self.probe().mode == NATIVE else "cpu"
+
+    def asarray(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.torch_device)
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
+        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=self.torch_device)
+
+    def poison(self, a: Any) -> None:
+        a.fill_(float("nan"))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return a.detach().cpu().numpy()
+
+    def synchronize(self) -> None:
+        if self.probe().mode == NATIVE:
+            torch.cuda.synchronize()
+
+    def free_bytes(self) -> int | None:
+        return torch.cuda.mem_get_info()[0] if self.probe().mode == NATIVE else None
+
+
+TARGET = register_target(TritonTarget())
+
+
+def launch_context(stream: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the context a launch runs in: the external stream as torch's current stream, if any.
+
+    Without a GPU there is no stream to honour, so the handle is ignored.
+    """
+    if stream is None or TARGET.probe().mode != NATIVE:
+        return contextlib.nullcontext
+    external = torch.cuda.ExternalStream(int(stream))
+    return lambda: torch.cuda.stream(external)

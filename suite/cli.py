@@ -1,0 +1,136 @@
+"""The command line: `python -m suite [overrides]`, `-m` for a multirun sweep, and `python -m suite list`.
+
+Bad input is refused before Hydra starts a run: the overrides are composed (every job of a sweep) and planned
+here, and any problem is printed as one line with exit status 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import hydra
+import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from suite.config import register_configs
+from suite.errors import ConfigError
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+register_configs()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = re.sub(r"\s+", " ", str(exc)).strip()
+    return re.sub(r" ?Set the environment variable HYDRA_FULL_ERROR=1.*$", "", text)
+
+
+def _job_overrides(args: list[str]) -> list[list[str]]:
+    """The override list of every job the command would run (a sweep expands to several)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra")]
+    if not any(a in MULTIRUN_FLAGS for a in args):
+        return [overrides]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+
+
+def precheck(args: list[str]) -> None:
+    """Compose and plan every job's config; raise ConfigError (one line) on the first problem."""
+    from hydra import compose, initialize_config_dir
+
+    from suite.validate import plan
+
+    for overrides in _job_overrides(args):
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base=None):
+                cfg = compose(config_name="config", overrides=overrides)
+        except Exception as exc:
+            raise ConfigError(_one_line(exc)) from None
+        plan(cfg)
+
+
+def finalize(frame: pd.DataFrame, outdir: Path) -> None:
+    """Charts, report and the `latest` link for a finished (or interrupted) run or sweep."""
+    from suite import plots, progress, report
+
+    charts = plots.make_charts(frame, outdir / "charts")
+    report.write_report(frame, charts, outdir)
+    if outdir.parent.name == "results":
+        latest = outdir.parent / "latest"
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(outdir.name, target_is_directory=True)
+    progress.summary(frame, str(outdir))
+
+
+@hydra.main(version_base=None, config_path=str(CONF), config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    from suite import results
+    from suite.runner import run
+
+    outdir = Path(HydraConfig.get().runtime.output_dir)
+    interrupted = False
+    try:
+        frame = run(cfg, outdir)
+    except ConfigError as exc:
+        print(f"fusebench: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        interrupted = True
+        frame = results.read(outdir / results.CSV_NAME)
+        print(f"\ninterrupted: {len(frame)} rows kept in {outdir}; rerun with resume=true", file=sys.stderr)
+    if HydraConfig.get().mode != RunMode.MULTIRUN:
+        finalize(frame, outdir)
+    if interrupted:
+        sys.exit(130)
+
+
+def list_kernels() -> None:
+    """Print every scenario × backend × variant × device with whether and how it runs here."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from suite import registry, targets
+    from suite import scenario as scenarios
+
+    targets.configure_emulation(True)
+    reg = registry.discover()
+    table = Table(title="fusebench kernels on this machine")
+    for col in ("scenario", "backend", "device", "variant", "mode", "reason"):
+        table.add_column(col)
+    for name, scn in sorted(scenarios.discover().items()):
+        for backend in reg.backends():
+            devices = sorted(d for b, d in targets.TARGETS if b == backend) or ["-"]
+            for device in devices:
+                target = targets.TARGETS.get((backend, device))
+                avail = target.probe() if target else targets.Availability("unavailable", reg.load_errors[backend])
+                for variant in scn.variants:
+                    has = reg.get(registry.KernelKey(name, backend, variant, device)) is not None
+                    mode = avail.mode if has else "unsupported"
+                    table.add_row(name, backend, device, variant, mode, avail.reason if has else "no kernel")
+    Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["list"]:
+        list_kernels()
+        return
+    if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
+        try:
+            precheck(args)
+        except ConfigError as exc:
+            print(f"fusebench: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+    os.environ.setdefault("HYDRA_FULL_ERROR", "0")
+    sys.argv = [sys.argv[0], *args]
+    _hydra_main()

@@ -1,0 +1,75 @@
+"""The configuration schema: Hydra structured configs registered in the ConfigStore as `base_<group>`.
+
+YAML files under conf/ start from these dataclasses, so a mistyped key or a value of the wrong type is refused
+by Hydra; `suite.validate` then checks what types cannot (known backends, sizes, ops) before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+BACKENDS = ["triton", "cupy", "numba"]
+
+
+@dataclass
+class TimingConfig:
+    budget_s: float = 0.25
+    """Wall time spent timing each implementation of a case (repetitions stop after this, or at max_reps)."""
+    min_reps: int = 5
+    max_reps: int = 2000
+    warmup: int = 2
+    cold_cache: bool = False
+    """CPU: flush a buffer larger than the last-level cache before every repetition. CUDA always flushes L2."""
+    case_timeout_s: float = 600.0
+    """A case (all its implementations) that runs longer becomes rows with status `error` and the sweep goes on."""
+
+
+@dataclass
+class DeviceConfig:
+    name: str = "all"
+    targets: list[str] = field(default_factory=lambda: ["cpu", "cuda"])
+    """Kernel targets to run: `cpu` kernels run on the host; `cuda` kernels on a GPU, or emulated without one."""
+    emulate: bool = True
+    """Without a GPU, check the CUDA kernels' numerics in the Triton interpreter and the Numba CUDA simulator."""
+    emulate_max_elements: int = 4096
+    """Cases larger than this are checked in emulation on a slice of this many elements (see the scenario)."""
+
+
+@dataclass
+class ScenarioConfig:
+    name: str = MISSING
+
+
+@dataclass
+class BenchConfig:
+    scenario: Any = MISSING
+    backends: list[str] = field(default_factory=lambda: list(BACKENDS))
+    variants: list[str] = field(default_factory=list)
+    """Empty: every variant of the scenario."""
+    dtype: Any = field(default_factory=lambda: ["float32", "float16"])
+    """One dtype or a list: each is a sweep axis value."""
+    preset: str = "M"
+    """Size preset of the scenario (S: tests, M: default, L: large); scenario.<axis> overrides one axis."""
+    seed: int = 0
+    save_io: bool = False
+    resume: bool = False
+    isolate: bool = True
+    """Run kernels in a worker process so a crash or a timeout costs one case, not the run."""
+    plugins: list[str] = field(default_factory=list)
+    """Extra modules the worker imports, to register out-of-tree scenarios or kernels."""
+    backend_options: dict[str, Any] = field(
+        default_factory=lambda: {"triton": {"block": 1024}, "cupy": {"block": 256}, "numba": {"block": 256}}
+    )
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    device: DeviceConfig = field(default_factory=DeviceConfig)
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=BenchConfig)
+    cs.store(group="timing", name="base_timing", node=TimingConfig)
+    cs.store(group="device", name="base_device", node=DeviceConfig)

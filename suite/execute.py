@@ -1,0 +1,238 @@
+"""One case, every implementation: build, run once into a poisoned buffer, check, time side by side, make rows.
+
+This is the only place kernels are called. A kernel that raises becomes an `error` row, a wrong or partly
+unwritten output a `mismatch` row, a target that cannot run here a `skipped` row with the reason; nothing here
+stops the sweep. CUDA kernels without a GPU run in emulation for numerics only and are never timed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suite import numerics, targets
+from suite.config import TimingConfig
+from suite.ledger import STORE_MODEL
+from suite.registry import REGISTRY, KernelKey
+from suite.results import Row, params_json
+from suite.scenario import Params, Scenario
+from suite.timing import CpuClock, CudaClock, measure_interleaved
+
+
+@dataclass
+class Job:
+    scenario: str
+    params: Params
+    dtype: str
+    backends: list[str]
+    devices: list[str]
+    variants: list[str]
+    seed: int
+    timing: TimingConfig
+    emulate: bool
+    emulate_max_elements: int
+    backend_options: dict[str, dict[str, Any]]
+    io_dir: str | None = None
+    skip: set[tuple[str, str, str]] = field(default_factory=set)
+    """(backend, device, variant) already in the table (resume)."""
+
+    def impls(self) -> list[tuple[str, str, str]]:
+        """What to run: each backend on each requested device it has a target for, each variant."""
+        out = []
+        for backend in self.backends:
+            devices = [d for d in self.devices if (backend, d) in targets.TARGETS]
+            if not devices and backend in REGISTRY.load_errors:
+                devices = [""]  # the backend did not load: one row per variant says why
+            out += [(backend, d, v) for d in devices for v in self.variants if (backend, d, v) not in self.skip]
+        return out
+
+
+@dataclass
+class Impl:
+    key: KernelKey
+    row: Row
+    target: targets.Target | None = None
+    run_params: Params = field(default_factory=dict)
+    launcher: Any = None
+    out: np.ndarray | None = None
+
+
+def case_seed(base: int, scenario: str, params: Params, dtype: str) -> int:
+    """A stable per-case seed, recorded in every row, so any case's inputs can be regenerated alone."""
+    return zlib.crc32(f"{base}|{scenario}|{params_json(params)}|{dtype}".encode())
+
+
+class Inputs:
+    """Inputs, float64 reference and tolerance per parameter set (the case, and its emulation slice)."""
+
+    def __init__(self, scn: Scenario, dtype: str, seed: int) -> None:
+        self.scn, self.dtype, self.seed, self.cache = scn, dtype, seed, {}
+
+    def get(self, params: Params) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        key = params_json(params)
+        if key not in self.cache:
+            inputs = self.scn.make_inputs(params, self.dtype, np.random.default_rng(self.seed))
+            ref = self.scn.reference(inputs, params)
+            self.cache[key] = (inputs, ref, self.scn.tolerance(inputs, params, self.dtype, ref))
+        return self.cache[key]
+
+
+def _availability(impl: Impl, job: Job) -> str | None:
+    """Set the target and mode, or mark the row and return None when it cannot run here."""
+    k, row = impl.key, impl.row
+    if not k.target:
+        row.status, row.reason = "skipped", f"{k.backend} unavailable: {REGISTRY.load_errors[k.backend]}"
+        return None
+    entry = REGISTRY.get(k)
+    target = targets.TARGETS.get((k.backend, k.target))
+    if entry is None:
+        row.status, row.reason = "unsupported", f"no {k.backend}/{k.target} kernel for {k.scenario} {k.variant}"
+        return None
+    if target is None:
+        why = REGISTRY.load_errors.get(k.backend, "target not registered")
+        row.status, row.reason = "skipped", f"{k.backend} unavailable: {why}"
+        return None
+    avail = target.probe()
+    row.mode = avail.mode
+    if avail.mode == targets.UNAVAILABLE or (avail.mode == targets.EMULATED and not job.emulate):
+        row.status = "skipped"
+        row.reason = avail.reason if avail.mode == targets.UNAVAILABLE else "emulation off (device.emulate=false)"
+        return None
+    impl.target = target
+    return avail.mode
+
+
+def _options(job: Job, key: KernelKey, mode: str) -> dict[str, Any]:
+    """The backend's options from the config, plus the shared CUDA stream for kernels that run on a GPU."""
+    opts = dict(job.backend_options.get(key.backend, {}))
+    opts["stream"] = None
+    if mode == targets.NATIVE and key.target == "cuda":
+        from suite import cuda_driver
+
+        opts["stream"] = cuda_driver.shared_stream()
+    return opts
+
+
+def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
+    """Build, run once into a NaN-poisoned buffer (the JIT call, timed as compile_ms) and judge the output."""
+    row, target, mode = impl.row, impl.target, impl.row.mode
+    assert target is not None
+    emulated = mode == targets.EMULATED
+    impl.run_params = scn.emulation_params(job.params, job.emulate_max_elements) if emulated else job.params
+    inputs, ref, tol = data.get(impl.run_params)
+    row.tolerance = tol
+    if impl.run_params != job.params:
+        row.checked_params = params_json(impl.run_params)
+    try:
+        dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
+        out = target.empty(scn.output_shape(impl.run_params), job.dtype)
+        target.poison(out)
+        entry = REGISTRY.get(impl.key)
+        impl.launcher = entry(dev_inputs, out, impl.run_params, _options(job, impl.key, mode))
+        start = time.perf_counter()
+        impl.launcher()
+        target.synchronize()
+        row.compile_ms = (time.perf_counter() - start) * 1e3
+        impl.out = np.asarray(target.to_host(out))
+    except targets.NotRunnable as exc:
+        row.status, row.reason = "skipped", str(exc)
+        return
+    except Exception as exc:
+        row.status, row.reason = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return
+    row.max_rel_err, problem = numerics.judge(impl.out, ref, tol)
+    row.status, row.reason = ("mismatch", problem) if problem else ("ok", "")
+    if emulated:
+        where = f" on {row.checked_params}" if row.checked_params else ""
+        row.reason = row.reason or f"{target.probe().reason}; numerics checked{where}"
+
+
+def _peers(impls: list[Impl]) -> None:
+    """Largest relative difference of each correct output from the other correct outputs of the same params.
+
+    Both sides passed the reference check, so a difference beyond twice the tolerance means they disagree
+    where the reference cannot arbitrate (for instance, both wrong in different ways within the floor).
+    """
+    good = [i for i in impls if i.row.status == "ok" and i.out is not None]
+    for a in good:
+        errs = [numerics.rel_err(a.out, b.out) for b in good if b is not a and a.run_params == b.run_params]
+        a.row.peer_err = max(errs) if errs else None
+        if errs and a.row.tolerance and max(errs) > 2 * a.row.tolerance:
+            a.row.status = "mismatch"
+            a.row.reason = f"differs from another implementation by {max(errs):.3g} (> 2×tolerance)"
+
+
+def _time(impls: list[Impl], job: Job, cuda_clock: CudaClock | None) -> None:
+    timed = [i for i in impls if i.row.status == "ok" and i.row.mode == targets.NATIVE]
+    for device in ("cpu", "cuda"):
+        group = {id(i): i for i in timed if i.key.target == device}
+        if not group:
+            continue
+        clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
+        results = measure_interleaved({k: i.launcher for k, i in group.items()}, clock, job.timing)
+        for k, impl in group.items():
+            t, row = results[k], impl.row
+            row.time_ms, row.time_min_ms, row.reps = t.median, min(t.times_ms), t.reps
+            row.time_q1_ms, row.time_q3_ms = t.quantile(0.25), t.quantile(0.75)
+            row.cold_cache = job.timing.cold_cache if device == "cpu" else True
+
+
+def _ledger(impl: Impl, scn: Scenario, job: Job) -> None:
+    row = impl.row
+    lg = scn.ledger(job.params, job.dtype).get(impl.key.variant)
+    if lg is None or not impl.key.target:
+        return
+    row.store_model = STORE_MODEL[impl.key.target]
+    row.bytes_read, row.bytes_written, row.flops_modeled = lg.bytes_read, lg.bytes_written, lg.flops
+    row.bytes_modeled, row.launches = lg.bytes_moved(row.store_model), lg.launches
+    row.intermediates_removed, row.bytes_saved = len(lg.removed), lg.saved_bytes
+
+
+def _save_io(impl: Impl, job: Job, data: Inputs) -> None:
+    if not job.io_dir or impl.out is None:
+        return
+    inputs, ref, _ = data.get(impl.run_params)
+    k = impl.key
+    meta = {"scenario": k.scenario, "params": impl.run_params, "dtype": job.dtype, "backend": k.backend,
+            "device": k.target, "variant": k.variant}  # fmt: skip
+    name = f"{k.scenario}_{zlib.crc32(params_json(impl.run_params).encode()):08x}_{job.dtype}"
+    path = Path(job.io_dir) / f"{name}__{k.backend}-{k.target}-{k.variant}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **inputs, out=impl.out, reference=ref, meta=json.dumps(meta, sort_keys=True))
+
+
+def execute(
+    job: Job, scn: Scenario, base_row: dict[str, Any], cuda_clock: CudaClock | None = None, notify: Any = None
+) -> list[Row]:
+    """Run every implementation of one case and return its rows (without ceilings: the caller adds those).
+
+    `notify(impl)` is called before each implementation is built and run, and `notify(None)` before timing,
+    so that whoever watches a worker that dies knows which implementation took it down.
+    """
+    notify = notify or (lambda _: None)
+    seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
+    data = Inputs(scn, job.dtype, seed)
+    impls = []
+    for backend, device, variant in job.impls():
+        row = Row(scenario=job.scenario, params=params_json(job.params), dtype=job.dtype, backend=backend,
+                  device=device, variant=variant, status="ok", size=scn.size(job.params), seed=seed, **base_row)  # fmt: skip
+        impls.append(Impl(KernelKey(job.scenario, backend, variant, device), row))
+    for impl in impls:
+        _ledger(impl, scn, job)
+        if _availability(impl, job) is not None:
+            notify((impl.key.backend, impl.key.target, impl.key.variant))
+            _build_and_check(impl, job, data, scn)
+            _save_io(impl, job, data)
+    _peers(impls)
+    notify(None)
+    _time(impls, job, cuda_clock)
+    for impl in impls:
+        if impl.row.status == "ok" and impl.row.mode != targets.NATIVE and not impl.row.reason:
+            impl.row.reason = "not timed"
+    return [i.row for i in impls]

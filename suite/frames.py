@@ -1,0 +1,147 @@
+"""Views of a results table shared by the charts and the report: typed columns, labels, and fused/unfused pairs.
+
+`speedups` is the one place where a variant's row is paired with its baseline's (same scenario, params, dtype,
+backend and device): measured speedup = baseline time / variant time, predicted = baseline bytes / variant bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from suite.results import COLUMNS
+from suite.scenario import discover
+
+NUMERIC = [
+    "time_ms", "bytes_modeled", "flops_modeled", "gbps", "max_rel_err", "size", "time_min_ms", "time_q1_ms",
+    "time_q3_ms", "reps", "compile_ms", "bytes_read", "bytes_written", "launches", "intermediates_removed",
+    "bytes_saved", "ceiling_gbps", "pct_of_ceiling", "tolerance", "peer_err", "seed",
+]  # fmt: skip
+PAID, LOST = 1.1, 0.9
+"""A speedup at or above PAID means fusion paid; at or below LOST it lost; in between it was neutral."""
+BASELINE = "unfused"
+CASE = ["scenario", "params", "dtype", "backend", "device"]
+"""Columns shared by the variants of one (case, implementation) pair."""
+CHART_KINDS = ("time_vs_size", "speedup", "bandwidth", "speedup_vs_chain")
+
+
+def chart_name(kind: str, scenario: str) -> str:
+    return f"{kind}_{scenario}.png"
+
+
+def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size)."""
+    out = frame.copy()
+    for col in COLUMNS:
+        if col not in out:
+            out[col] = None
+    for col in NUMERIC:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
+    text = [c for c in COLUMNS if c not in NUMERIC and c != "cold_cache"]
+    out[text] = out[text].fillna("").astype(str)
+    out["impl"] = out["backend"] + "/" + out["device"]
+    parsed = out["params"].map(_params)
+    declared = _declared_axes()
+    out["size_axis"] = [
+        _size_axis(declared.get(s), p, n) for s, p, n in zip(out["scenario"], parsed, out["size"], strict=True)
+    ]
+    out["series"] = [series_label(p, a) for p, a in zip(parsed, out["size_axis"], strict=True)]
+    out["order"] = [len(p.get("ops", ())) for p in parsed]
+    fill = out["pct_of_ceiling"].isna() & (out["ceiling_gbps"] > 0)
+    out.loc[fill, "pct_of_ceiling"] = 100 * out.loc[fill, "gbps"] / out.loc[fill, "ceiling_gbps"]
+    return out
+
+
+def _params(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _declared_axes() -> dict[str, str]:
+    """Each known scenario's `size_axis`; results from a scenario not installed here fall back to inference."""
+    try:
+        return {name: s.size_axis for name, s in discover().items()}
+    except ImportError:
+        return {}
+
+
+def _size_axis(declared: str | None, params: dict[str, Any], size: float) -> str:
+    """The scenario's declared size axis; failing that, the parameter whose value is the `size` column."""
+    if declared in params:
+        return declared
+    return next((k for k, v in params.items() if isinstance(v, int | float) and v == size), "size")
+
+
+def series_label(params: dict[str, Any], size_axis: str) -> str:
+    """The case without its size: what stays fixed along one line of a chart (a chain 'scale→gelu', 'cols=4096')."""
+    parts = []
+    for key, value in sorted(params.items()):
+        if key == size_axis:
+            continue
+        if key == "ops":
+            parts.append("→".join(map(str, value)))
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts) or "all"
+
+
+def short_label(series: str, limit: int = 3) -> str:
+    """A chain as a chart title: its length, and its ops when few ('2 ops: scale→gelu', '8 ops: scale→…→gelu')."""
+    if "=" in series or series == "all":
+        return series
+    ops = series.split("→")
+    shown = series if len(ops) <= limit else f"{ops[0]}→…→{ops[-1]}"
+    return f"{len(ops)} op{'s' * (len(ops) > 1)}: {shown}"
+
+
+def timed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows timed for real: status ok, run natively (not emulated, not compile-only), with a median time."""
+    keep = (frame["status"] == "ok") & frame["mode"].isin(["native", ""]) & (frame["time_ms"] > 0)
+    return frame[keep]
+
+
+def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """One row per (case, implementation, non-baseline variant) with measured and predicted speedup.
+
+    Repeated rows of one key (several runs merged) are reduced to their median first. speedup_lo/hi span the
+    interquartile ranges: baseline q1 over variant q3, baseline q3 over variant q1.
+    """
+    rows = timed(frame)
+    labels = ["impl", "size_axis", "series", "order"]
+    cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling"]
+    med = rows.groupby([*CASE, *labels, "variant"], as_index=False)[cols].median()
+    base = med[med["variant"] == baseline][[*CASE, *cols[1:]]]
+    pairs = med[med["variant"] != baseline].merge(base, on=CASE, suffixes=("", "_base"))
+    pairs["speedup"] = pairs["time_ms_base"] / pairs["time_ms"]
+    pairs["speedup_lo"] = (pairs["time_q1_ms_base"] / pairs["time_q3_ms"]).fillna(pairs["speedup"])
+    pairs["speedup_hi"] = (pairs["time_q3_ms_base"] / pairs["time_q1_ms"]).fillna(pairs["speedup"])
+    pairs["predicted"] = pairs["bytes_modeled_base"] / pairs["bytes_modeled"]
+    pairs["verdict"] = pairs["speedup"].map(verdict)
+    return pairs.sort_values(["scenario", "impl", "dtype", "variant", "order", "series", "size"], ignore_index=True)
+
+
+def verdict(speedup: float) -> str:
+    if speedup >= PAID:
+        return "paid"
+    return "lost" if speedup <= LOST else "neutral"
+
+
+def fmt_size(n: float) -> str:
+    """Sizes as people read them: powers of two from 2¹⁰ as 2²⁰, others with thousands separators."""
+    n = int(n)
+    if n >= 1024 and n & (n - 1) == 0:
+        return "2" + str(n.bit_length() - 1).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{n:,}"
+
+
+def fmt_x(value: float) -> str:
+    """A ratio such as a speedup: 1.04×, 3.9×, 16×."""
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:.2f}×" if value < 2 else f"{value:.1f}×" if value < 10 else f"{value:.0f}×"

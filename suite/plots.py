@@ -1,0 +1,263 @@
+"""Charts of one results table: time, fused-over-unfused speedup and bandwidth against problem size.
+
+Plots read results; they never run kernels. Only timed rows are drawn (status ok, mode native, a median time):
+emulated and compile-only rows carry numerics, not times. The bandwidth ceiling is the copy measured in the same
+run on the same device (`ceiling_gbps`), never a datasheet peak. Lines are coloured by implementation
+(backend/device) and styled by variant; facets are cases (one column per chain) and dtypes (one row each).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # charts are files: never open a window, work on headless CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+from suite.frames import BASELINE, chart_name, short_label, speedups, tidy, timed  # noqa: E402
+
+DPI = 120
+MAX_COLS = 4
+"""At most this many cases side by side; with more, an evenly spread selection from shortest to longest."""
+STYLE = {"fused": ("-", "o"), "unfused": ("--", "X"), "library": (":", "s")}
+"""Line style and marker per variant; any other variant gets dash-dot and a diamond."""
+PREDICTED = {"cpu": (0, (5, 2)), "cuda": (0, (2, 2))}
+Draw = Callable[..., None]
+
+
+def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
+    """Write every chart the table supports into `outdir`; return their paths (none when nothing was timed)."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    data = tidy(frame)
+    rows, pairs = timed(data), speedups(data)
+    written: list[Path] = []
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
+        for scenario, sub in rows.groupby("scenario"):
+            colors = _palette(sorted(sub["impl"].unique()))
+            ratios = pairs[pairs["scenario"] == scenario]
+            written.append(_save(time_chart(sub, colors), outdir / chart_name("time_vs_size", scenario)))
+            written.append(_save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", scenario)))
+            if not ratios.empty:
+                written.append(_save(speedup_chart(ratios, colors), outdir / chart_name("speedup", scenario)))
+            if ratios["order"].nunique() > 1:
+                path = outdir / chart_name("speedup_vs_chain", scenario)
+                written.append(_save(chain_chart(ratios, colors), path))
+    return written
+
+
+def time_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
+    """Median time against size, one line per implementation and variant, interquartile band shaded."""
+
+    def draw(data: pd.DataFrame, **_: object) -> None:
+        ax = plt.gca()
+        for (impl, variant), line in data.groupby(["impl", "variant"]):
+            line = line.sort_values("size")
+            ls, marker = STYLE.get(variant, ("-.", "D"))
+            ax.plot(line["size"], line["time_ms"], ls=ls, marker=marker, color=colors[impl], ms=5)
+            ax.fill_between(line["size"], line["time_q1_ms"], line["time_q3_ms"], color=colors[impl], alpha=0.2)
+        ax.set_yscale("log")
+
+    legend = {**_impl_handles(colors), **_variant_handles(rows["variant"])}
+    title = f"{_scenario(rows)}: median kernel time (band: interquartile range)"
+    return _grid(rows, draw, title, "median time (ms, log scale)", legend).figure
+
+
+def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
+    """Measured speedup over the baseline against size, the ledger's predicted speedup dashed beside it."""
+
+    def draw(data: pd.DataFrame, **_: object) -> None:
+        ax = plt.gca()
+        for (impl, variant), line in data.groupby(["impl", "variant"]):
+            line = line.sort_values("size")
+            _, marker = STYLE.get(variant, ("-.", "D"))
+            ax.plot(line["size"], line["speedup"], marker=marker, color=colors[impl], ms=5)
+            ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
+        _predicted(ax, data, "size")
+
+    legend = {**_impl_handles(colors), **_predicted_handles(pairs), "1× (break-even)": _even()}
+    title = f"{_scenario(pairs)}: speedup of fused over {BASELINE} (same backend, device, dtype)"
+    grid = _grid(pairs, draw, title, f"speedup ({BASELINE} time / fused time)", legend)
+    return _ratio_axis(grid, pairs)
+
+
+def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
+    """Achieved bandwidth (ledger bytes / median time) against size, under the copy ceiling measured in the run."""
+    ceilings = rows["ceiling_gbps"].dropna()
+    wide = rows["gbps"].max() / rows["gbps"].min() > 100 or (len(ceilings) and ceilings.max() / ceilings.min() > 10)
+
+    def draw(data: pd.DataFrame, **_: object) -> None:
+        ax = plt.gca()
+        for (impl, variant), line in data.groupby(["impl", "variant"]):
+            line = line.sort_values("size")
+            ls, marker = STYLE.get(variant, ("-.", "D"))
+            ax.plot(line["size"], line["gbps"], ls=ls, marker=marker, color=colors[impl], ms=5)
+        for device, ceiling in data.groupby("device")["ceiling_gbps"].median().dropna().items():
+            ax.axhline(ceiling, color="0.25", ls=":", lw=1.6)
+            ax.annotate(f"{device} copy: {ceiling:,.0f} GB/s", (0.02, ceiling), xycoords=("axes fraction", "data"),
+                        xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.25")  # fmt: skip
+        if wide:  # a CPU and a GPU side by side: ceilings decades apart
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            ax.set_ylim(0, 1.15 * max(rows["gbps"].max(), rows["ceiling_gbps"].max()))
+
+    ceiling = Line2D([], [], color="0.25", ls=":", lw=1.6)
+    legend = {**_impl_handles(colors), **_variant_handles(rows["variant"]), "measured copy ceiling": ceiling}
+    title = f"{_scenario(rows)}: achieved bandwidth (modeled bytes / median time)"
+    return _grid(rows, draw, title, "achieved bandwidth (GB/s)", legend).figure
+
+
+def chain_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
+    """Speedup against chain length at each implementation's largest size, measured vs predicted."""
+    largest = pairs.groupby("impl")["size"].transform("max")
+    top = pairs[pairs["size"] == largest]
+
+    def draw(data: pd.DataFrame, **_: object) -> None:
+        ax = plt.gca()
+        for (impl, variant), line in data.groupby(["impl", "variant"]):
+            line = line.groupby("order", as_index=False)[["speedup", "speedup_lo", "speedup_hi"]].median()
+            _, marker = STYLE.get(variant, ("-.", "D"))
+            ax.plot(line["order"], line["speedup"], marker=marker, color=colors[impl], ms=6)
+            ax.fill_between(line["order"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
+        _predicted(ax, data, "order")
+
+    at = {i: _sizes_text(top.loc[top["impl"] == i, ["size_axis", "size"]]) for i in colors}
+    impls = {f"{i} ({at[i]})": h for i, h in _impl_handles(colors).items() if i in set(top["impl"])}
+    legend = {**impls, **_predicted_handles(pairs), "1× (break-even)": _even()}
+    title = f"{_scenario(pairs)}: speedup vs chain length at the largest size"
+    grid = _grid(top, draw, title, f"speedup ({BASELINE} time / fused time)", legend, x="order", col="dtype", row=None)
+    return _ratio_axis(grid, top)
+
+
+def _grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, **facets: str | None) -> sns.FacetGrid:
+    """Cases in columns, dtypes in rows (when several); `draw` fills each facet from its slice of `data`.
+
+    facets: x ("size" or "order", the chain length), col ("series") and row ("dtype", None for a single row).
+    """
+    x, col, row = facets.get("x", "size"), facets.get("col", "series"), facets.get("row", "dtype")
+    row = row if row and data[row].nunique() > 1 else None
+    data = data.assign(series=data["series"].map(short_label))
+    cols = _pick_columns(data, col)
+    data = data[data[col].isin(cols)]
+    rows = sorted(data[row].unique(), key=_dtype_order) if row else None
+    grid = sns.FacetGrid(data, col=col, row=row, col_order=cols, row_order=rows, height=3.3, aspect=1.3, margin_titles=True,
+                         sharey=True, dropna=False, despine=False)  # fmt: skip
+    grid.map_dataframe(draw)
+    grid.set_titles(col_template="{col_name}", row_template="{row_name}")
+    for ax in grid.axes.flat:
+        if data[x].max() >= 4 * data[x].min():
+            _log2_axis(ax, data[x], plain=x != "size")
+    grid.set_axis_labels(_x_label(data, x), ylabel)
+    grid.add_legend(legend_data=legend, title="")
+    only = "" if "dtype" in (row, col) else f" [{', '.join(sorted(data['dtype'].unique()))}]"
+    grid.figure.suptitle(title + only, y=1.0, va="bottom", fontsize=12)
+    return grid
+
+
+def _dtype_order(dtype: str) -> tuple[int, str]:
+    """Widest first: float64, float32, then the 16-bit types."""
+    bits = "".join(ch for ch in dtype if ch.isdigit())
+    return -int(bits or 0), dtype
+
+
+def _pick_columns(data: pd.DataFrame, col: str) -> list[str]:
+    if col == "dtype":
+        return sorted(data[col].unique(), key=_dtype_order)
+    order = data.sort_values(["order", col])[col].unique().tolist()
+    if len(order) <= MAX_COLS:
+        return order
+    step = (len(order) - 1) / (MAX_COLS - 1)
+    return [order[round(i * step)] for i in range(MAX_COLS)]
+
+
+def _predicted(ax: plt.Axes, data: pd.DataFrame, x: str) -> None:
+    """The ledger's prediction: one grey dashed line per device (its store model), whatever the backend."""
+    for (device, _), line in data.groupby(["device", "variant"]):
+        line = line.groupby(x, as_index=False)["predicted"].median()
+        ax.plot(line[x], line["predicted"], color="0.35", ls=PREDICTED.get(device, "--"), lw=1.4)
+    ax.axhline(1.0, color="0.1", lw=0.9)
+
+
+def _ratio_axis(grid: sns.FacetGrid, data: pd.DataFrame) -> plt.Figure:
+    """Speedups on a log2 axis labelled 0.5×, 1×, 2×…, always showing break-even and every prediction."""
+    values = pd.concat([data["speedup_lo"], data["speedup_hi"], data["predicted"]]).dropna()
+    low, high = min(values.min(), 1.0) / 1.25, max(values.max(), 1.0) * 1.25
+    for ax in grid.axes.flat:
+        ax.set_yscale("log", base=2)
+        ax.set_ylim(low, high)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    return grid.figure
+
+
+def _log2_axis(ax: plt.Axes, values: pd.Series, plain: bool) -> None:
+    """x at log base 2, ticks at powers of two (every other one over a wide range), labelled 2ⁿ or plainly."""
+    ax.set_xscale("log", base=2)
+    span = math.log2(values.max()) - math.log2(max(values.min(), 1))
+    ax.xaxis.set_major_locator(LogLocator(base=4 if span >= 8 else 2))
+    ax.xaxis.set_minor_locator(LogLocator(base=2, subs=(1.0,)))
+    fmt = (lambda v, _: f"{v:g}") if plain else (lambda v, _: f"$2^{{{round(math.log2(v))}}}$")
+    ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _palette(impls: list[str]) -> dict[str, tuple]:
+    return dict(zip(impls, sns.color_palette("colorblind", max(len(impls), 1)), strict=False))
+
+
+def _impl_handles(colors: dict[str, tuple]) -> dict[str, Line2D]:
+    return {impl: Line2D([], [], color=c, lw=2.5) for impl, c in colors.items()}
+
+
+def _variant_handles(variants: pd.Series) -> dict[str, Line2D]:
+    out = {}
+    for variant in sorted(variants.unique()):
+        ls, marker = STYLE.get(variant, ("-.", "D"))
+        out[variant] = Line2D([], [], color="0.2", ls=ls, marker=marker)
+    return out
+
+
+def _predicted_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
+    return {
+        f"predicted by ledger ({device})": Line2D([], [], color="0.35", ls=PREDICTED.get(device, "--"), lw=1.4)
+        for device in sorted(pairs["device"].unique())
+    }
+
+
+def _even() -> Line2D:
+    return Line2D([], [], color="0.1", lw=0.9)
+
+
+def _sizes_text(sizes: pd.DataFrame) -> str:
+    if sizes.empty:
+        return ""
+    axis, size = sizes.iloc[0]
+    exponent = round(math.log2(size))
+    return f"{axis} = $2^{{{exponent}}}$" if size == 2**exponent else f"{axis} = {size:,.0f}"
+
+
+def _x_label(data: pd.DataFrame, x: str) -> str:
+    if x == "order":
+        return "chain length (ops fused into one kernel)"
+    axes = sorted(data["size_axis"].unique())
+    unit = " (elements)" if axes == ["n"] else ""
+    return f"problem size {', '.join(axes)}{unit}"
+
+
+def _scenario(data: pd.DataFrame) -> str:
+    return str(data["scenario"].iloc[0])
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,180 @@
+"""Where kernels run: a session holding the run-wide state, in a worker process or in this one.
+
+The worker process is the default. It sets the emulation switches before any backend is imported (the
+interpreter and the simulator read them at import), measures the ceilings once, and keeps JIT caches warm across
+cases. When a case runs past its time limit or the worker dies (a kernel crash), the parent kills it, records the
+case's rows as errors and starts a fresh worker: the sweep goes on and no written row is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from suite import ceiling, provenance, registry, targets
+from suite import scenario as scenarios
+from suite.execute import Job, execute
+from suite.results import Row, params_json
+
+
+@dataclass
+class Settings:
+    emulate: bool
+    devices: list[str]
+    plugins: list[str] = field(default_factory=list)
+    ceilings: dict[str, ceiling.Ceiling] | None = None
+
+
+class Session:
+    """Run-wide state: device names, provenance, ceilings; `run(job)` turns one case into finished rows."""
+
+    def __init__(self, settings: Settings) -> None:
+        targets.configure_emulation(settings.emulate)
+        for module in settings.plugins:
+            importlib.import_module(module)
+        registry.discover()
+        scenarios.discover()
+        self.gpu = targets.cuda_device_count() > 0
+        self.device_names = {"cpu": provenance.cpu_name()}
+        if self.gpu:
+            from suite import cuda_driver
+
+            self.device_names["cuda"] = cuda_driver.device_name()
+        self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
+        self.base = {"versions": provenance.versions(), "git_rev": provenance.git_rev()}
+        self.cuda_clock = None
+
+    def _measure_ceilings(self, devices: list[str]) -> dict[str, ceiling.Ceiling]:
+        wanted = [d for d in devices if d == "cpu" or self.gpu]
+        return {d: ceiling.measure(d) for d in wanted}
+
+    def run(self, job: Job, notify: Any = None) -> list[Row]:
+        if self.gpu and self.cuda_clock is None and "cuda" in job.devices:
+            from suite.timing import CudaClock
+
+            self.cuda_clock = CudaClock()
+        rows = execute(job, scenarios.get(job.scenario), self.base, self.cuda_clock, notify)
+        for row in rows:
+            self.finish(row)
+        return rows
+
+    def finish(self, row: Row) -> None:
+        row.device_name = self.device_names.get(row.device, "") if row.mode == targets.NATIVE else "host (emulated)"
+        top = self.ceilings.get(row.device)
+        if top is not None and row.mode == targets.NATIVE:
+            row.ceiling_gbps = top.gbps
+        if row.time_ms and row.bytes_read is not None:
+            row.gbps = (row.bytes_read + row.bytes_written) / (row.time_ms * 1e-3) / 1e9
+            row.pct_of_ceiling = 100.0 * row.gbps / row.ceiling_gbps if row.ceiling_gbps else None
+        if row.time_ms and row.flops_modeled:
+            row.extra["gflops"] = row.flops_modeled / (row.time_ms * 1e-3) / 1e9
+
+    def info(self) -> dict[str, Any]:
+        return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu}
+
+
+class WorkerLost(RuntimeError):
+    """The worker timed out or died; the message says which."""
+
+
+def _serve(conn: Any, settings: Settings) -> None:
+    session = Session(settings)
+    conn.send(("ready", session.info()))
+    while True:
+        message = conn.recv()
+        if message[0] == "stop":
+            return
+        rows = session.run(message[1], notify=lambda impl: conn.send(("at", impl)))
+        conn.send(("rows", rows))
+
+
+class Worker:
+    """A Session in a child process, restarted after a timeout or a crash."""
+
+    def __init__(self, settings: Settings, start_timeout_s: float = 600.0) -> None:
+        self.settings, self.start_timeout_s = settings, start_timeout_s
+        self.process: Any = None
+        self.info: dict[str, Any] = {}
+        self._start()
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, self.settings), daemon=True)
+        self.process.start()
+        child.close()
+        kind, self.info = self._receive(self.start_timeout_s, "starting the worker")
+        self.settings.ceilings = self.info["ceilings"]  # a restarted worker does not measure them again
+
+    def _receive(self, timeout: float, doing: str) -> Any:
+        if not self.conn.poll(timeout):
+            raise WorkerLost(f"timeout: no answer within {timeout:g} s while {doing}")
+        try:
+            return self.conn.recv()
+        except (EOFError, ConnectionError) as exc:
+            self.process.join(2)
+            code = self.process.exitcode
+            raise WorkerLost(f"worker died (exit code {code})") from exc
+
+    def run(self, job: Job, timeout: float) -> list[Row]:
+        """Rows of the case; an implementation that hangs or kills the worker becomes an `error` row and the
+        case is run again without it, so one bad kernel costs one row."""
+        lost: list[Row] = []
+        while True:
+            culprit, reason = self._attempt(job, timeout)
+            if reason is None:
+                return lost + culprit
+            if culprit is None or culprit in job.skip:  # lost while timing: the case cannot be attributed
+                raise WorkerLost(reason)
+            backend, device, variant = culprit
+            lost.append(Row(scenario=job.scenario, params=params_json(job.params), dtype=job.dtype, backend=backend,
+                            device=device, variant=variant, status="error", reason=reason))  # fmt: skip
+            job = replace(job, skip=job.skip | {culprit})
+
+    def _attempt(self, job: Job, timeout: float) -> tuple[Any, str | None]:
+        """(rows, None) on success, else (the implementation running when the worker was lost, reason)."""
+        at: Any = None
+        deadline = time.monotonic() + timeout
+        try:
+            self.conn.send(("job", job))
+            while True:
+                kind, payload = self._receive(max(deadline - time.monotonic(), 0.0), "running the case")
+                if kind == "rows":
+                    return payload, None
+                at = payload
+        except (WorkerLost, BrokenPipeError, EOFError) as exc:
+            self.kill()
+            self._start()
+            doing = "timing the case" if at is None else "running " + "/".join(at)
+            if "timeout" in str(exc):
+                return at, f"timeout: over the case limit of {timeout:g} s (timing.case_timeout_s) while {doing}"
+            return at, f"{exc} while {doing}"
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.send(("stop",))
+            self.process.join(5)
+        self.kill()
+
+
+class InProcess:
+    """The same interface without a child process (isolate=false): no timeouts, but fakes registered in tests work."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.session = Session(settings)
+        self.info = self.session.info()
+
+    def run(self, job: Job, timeout: float) -> list[Row]:
+        return self.session.run(job)
+
+    def close(self) -> None:
+        return None
