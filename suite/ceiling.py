@@ -9,6 +9,7 @@ so skip the write-allocate read an ordinary store pays); on CUDA, CuPy's and tor
 from __future__ import annotations
 
 from collections.abc import Callable
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,8 +84,12 @@ def _cuda_copies(n: int, stream: int) -> dict[str, Callable[[], None]]:
     return copies
 
 
+@functools.cache
 def measure(device: str) -> Ceiling:
-    """Best copy bandwidth on `device` in GB/s, over a buffer far larger than its last cache level."""
+    """Best copy bandwidth on `device` in GB/s, over buffers at least as large as its last cache level.
+
+    Measured once per process: a worker restarted after a crash is handed the first measurement.
+    """
     if device == "cpu":
         n = min(max(last_level_cache_bytes() // 4, 1 << 25), 1 << 28)  # each buffer ≥ the LLC
         clock: CpuClock | CudaClock = CpuClock()

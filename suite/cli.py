@@ -27,7 +27,15 @@ register_configs()
 
 
 def _one_line(exc: BaseException) -> str:
-    text = re.sub(r"\s+", " ", str(exc)).strip()
+    text = str(exc)
+    if exc.__cause__ is not None:  # Hydra wraps the OmegaConf error that says what was wrong with the value
+        text += ": " + str(exc.__cause__).split("\n")[0]
+    text = re.sub(r"\s+", " ", text).strip()
+    missing = re.search(r"Could not find '(\w+)/([^']*)'.*?Available options in '\w+': (.*?) Config search path", text)
+    if missing:
+        group, name, options = missing.groups()
+        valid = ", ".join(o for o in options.split() if not o.startswith("base_"))
+        return f"unknown {group} '{name}'; valid: {valid}"
     return re.sub(r" ?Set the environment variable HYDRA_FULL_ERROR=1.*$", "", text)
 
 
@@ -54,8 +62,24 @@ def precheck(args: list[str]) -> None:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
                 cfg = compose(config_name="config", overrides=overrides)
         except Exception as exc:
-            raise ConfigError(_one_line(exc)) from None
+            raise ConfigError(_unknown_key(overrides) or _one_line(exc)) from None
         plan(cfg)
+
+
+def _unknown_key(overrides: list[str]) -> str | None:
+    """Hydra refuses a key the scenario's node lacks without naming the valid ones; this names them."""
+    from suite import scenario as scenarios
+
+    names = [o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")] or ["elementwise_chain"]
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o and o.lstrip("+~").startswith("scenario.")]
+    try:
+        scn = scenarios.get(names[-1])
+    except ConfigError:
+        return None
+    for key in keys:
+        if key.split(".")[1] not in (*scn.axes, "name"):
+            return f"unknown key {key} for {scn.name}; valid: {', '.join(scn.axes)}"
+    return None
 
 
 def finalize(frame: pd.DataFrame, outdir: Path) -> None:

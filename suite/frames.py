@@ -25,6 +25,8 @@ PAID, LOST = 1.1, 0.9
 BASELINE = "unfused"
 CASE = ["scenario", "params", "dtype", "backend", "device"]
 """Columns shared by the variants of one (case, implementation) pair."""
+GROUP = ["impl", "dtype_rank", "dtype", "variant"]
+"""One line of speedups against size per case: what the report's verdict speaks about."""
 CHART_KINDS = ("time_vs_size", "speedup", "bandwidth", "speedup_vs_chain")
 
 
@@ -50,6 +52,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     ]
     out["series"] = [series_label(p, a) for p, a in zip(parsed, out["size_axis"], strict=True)]
     out["order"] = [len(p.get("ops", ())) for p in parsed]
+    out["dtype_rank"] = out["dtype"].map(dtype_rank)
     fill = out["pct_of_ceiling"].isna() & (out["ceiling_gbps"] > 0)
     out.loc[fill, "pct_of_ceiling"] = 100 * out.loc[fill, "gbps"] / out.loc[fill, "ceiling_gbps"]
     return out
@@ -100,6 +103,11 @@ def short_label(series: str, limit: int = 3) -> str:
     return f"{len(ops)} op{'s' * (len(ops) > 1)}: {shown}"
 
 
+def dtype_rank(dtype: str) -> int:
+    """Sort key putting the widest type first: float64, float32, then the 16-bit types."""
+    return -int("".join(ch for ch in dtype if ch.isdigit()) or 0)
+
+
 def timed(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows timed for real: status ok, run natively (not emulated, not compile-only), with a median time."""
     keep = (frame["status"] == "ok") & frame["mode"].isin(["native", ""]) & (frame["time_ms"] > 0)
@@ -113,7 +121,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     interquartile ranges: baseline q1 over variant q3, baseline q3 over variant q1.
     """
     rows = timed(frame)
-    labels = ["impl", "size_axis", "series", "order"]
+    labels = ["impl", "size_axis", "series", "order", "dtype_rank"]
     cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling"]
     med = rows.groupby([*CASE, *labels, "variant"], as_index=False)[cols].median()
     base = med[med["variant"] == baseline][[*CASE, *cols[1:]]]
@@ -123,7 +131,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     pairs["speedup_hi"] = (pairs["time_q3_ms_base"] / pairs["time_q1_ms"]).fillna(pairs["speedup"])
     pairs["predicted"] = pairs["bytes_modeled_base"] / pairs["bytes_modeled"]
     pairs["verdict"] = pairs["speedup"].map(verdict)
-    return pairs.sort_values(["scenario", "impl", "dtype", "variant", "order", "series", "size"], ignore_index=True)
+    return pairs.sort_values(["scenario", *GROUP, "order", "series", "size"], ignore_index=True)
 
 
 def verdict(speedup: float) -> str:

@@ -22,7 +22,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from suite.frames import BASELINE, chart_name, short_label, speedups, tidy, timed  # noqa: E402
+from suite.frames import BASELINE, chart_name, dtype_rank, short_label, speedups, tidy, timed  # noqa: E402
 
 DPI = 120
 MAX_COLS = 4
@@ -106,6 +106,7 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
                         xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.25")  # fmt: skip
         if wide:  # a CPU and a GPU side by side: ceilings decades apart
             ax.set_yscale("log")
+            ax.set_ylim(top=2 * rows["ceiling_gbps"].max())
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         else:
             ax.set_ylim(0, 1.15 * max(rows["gbps"].max(), rows["ceiling_gbps"].max()))
@@ -148,7 +149,7 @@ def _grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict,
     data = data.assign(series=data["series"].map(short_label))
     cols = _pick_columns(data, col)
     data = data[data[col].isin(cols)]
-    rows = sorted(data[row].unique(), key=_dtype_order) if row else None
+    rows = sorted(data[row].unique(), key=dtype_rank) if row else None
     grid = sns.FacetGrid(data, col=col, row=row, col_order=cols, row_order=rows, height=3.3, aspect=1.3, margin_titles=True,
                          sharey=True, dropna=False, despine=False)  # fmt: skip
     grid.map_dataframe(draw)
@@ -163,15 +164,9 @@ def _grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict,
     return grid
 
 
-def _dtype_order(dtype: str) -> tuple[int, str]:
-    """Widest first: float64, float32, then the 16-bit types."""
-    bits = "".join(ch for ch in dtype if ch.isdigit())
-    return -int(bits or 0), dtype
-
-
 def _pick_columns(data: pd.DataFrame, col: str) -> list[str]:
     if col == "dtype":
-        return sorted(data[col].unique(), key=_dtype_order)
+        return sorted(data[col].unique(), key=dtype_rank)
     order = data.sort_values(["order", col])[col].unique().tolist()
     if len(order) <= MAX_COLS:
         return order

@@ -51,4 +51,3 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
             if smem := _SMEM.search(line):
                 current["smem_bytes"] = int(smem.group(1))
     return {name: KernelResources(name, **fields) for name, fields in found.items()}
-

@@ -62,7 +62,7 @@ def axes_of(scn: Scenario, node: dict[str, Any], preset: str) -> dict[str, list[
     """Value lists per axis: the preset's, replaced axis by axis by what the user set."""
     if preset not in scn.presets:
         raise ConfigError(f"unknown preset '{preset}'; valid: {', '.join(scn.presets)}")
-    unknown = sorted(set(node) - set(scn.axes) - {"name"})
+    unknown = sorted(k for k, v in node.items() if k not in scn.axes and k != "name" and v is not None)
     if unknown:
         raise ConfigError(f"unknown key scenario.{unknown[0]} for {scn.name}; valid: {', '.join(scn.axes)}")
     axes = {}

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from suite.targets import COMPILE, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.targets import (
+    COMPILE,
+    NATIVE,
+    UNAVAILABLE,
+    Availability,
+    Target,
+    cuda_device_count,
+    register_target,
+)
 
 try:
     import cupy

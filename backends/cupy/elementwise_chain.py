@@ -26,7 +26,7 @@ from backends.cupy.build import build
 from suite.registry import kernel
 from suite.targets import NATIVE
 
-PRELUDE = r"""
+CONVERSIONS = r"""
 typedef unsigned short half_bits;
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
@@ -41,7 +41,9 @@ __device__ __forceinline__ void store(half_bits* p, float v) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     *p = h;
 }
+"""
 
+OPS_SOURCE = r"""
 __device__ __forceinline__ float op_scale(float v) { return 1.25f * v; }
 __device__ __forceinline__ float op_shift(float v) { return v + 0.5f; }
 __device__ __forceinline__ float op_relu(float v) { return fmaxf(v, 0.0f); }
@@ -68,11 +70,16 @@ extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y
 CTYPES = {"float32": "float", "float16": "half_bits"}
 
 
+def chain_body(ops: tuple[str, ...], indent: str = " " * 8) -> str:
+    """The statements applying `ops` to the float32 `v`, one line per op."""
+    return "\n".join(f"{indent}v = op_{op}(v);" for op in ops)
+
+
 def source(ops: tuple[str, ...], dtype: str) -> tuple[str, str]:
     """(CUDA source, kernel name) of the kernel applying `ops` to arrays of `dtype`."""
     name = f"chain_{dtype}_{'_'.join(ops)}"
-    body = "\n".join(f"        v = op_{op}(v);" for op in ops)
-    return PRELUDE + KERNEL.format(name=name, T=CTYPES[dtype], body=body), name
+    kernel_source = KERNEL.format(name=name, T=CTYPES[dtype], body=chain_body(ops))
+    return CONVERSIONS + OPS_SOURCE + kernel_source, name
 
 
 @functools.cache

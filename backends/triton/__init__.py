@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.targets import (
+    EMULATED,
+    NATIVE,
+    UNAVAILABLE,
+    Availability,
+    Target,
+    cuda_device_count,
+    register_target,
+)
 
 
 def interpreting() -> bool:

@@ -1,0 +1,52 @@
+"""nox sessions: `bench` (Hydra overrides after --), `tests`, `lint`.
+
+`bench` installs the CUDA extra where a GPU driver answers and the CPU extra elsewhere, so the same command
+times every backend on a CUDA machine and, without one, times Numba's CPU target and checks the CUDA kernels in
+emulation. `tests` always uses the CPU stack: the tests need no GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_venv = "yes"
+
+
+def _has_gpu() -> bool:
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmark sweep: `nox -s bench -- scenario=elementwise_chain dtype=float16 device=cpu`."""
+    session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'}]")
+    session.run("python", "-m", "suite", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (no GPU needed): `nox -s tests -- -k elementwise` passes arguments to pytest."""
+    session.install("-e", ".[cpu,test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(name="list")
+def list_kernels(session: nox.Session) -> None:
+    """Scenarios × backends × variants × devices and how each runs on this machine."""
+    session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'}]")
+    session.run("python", "-m", "suite", "list")

@@ -1,0 +1,32 @@
+"""Test set-up: without a GPU, CUDA kernels run in the Triton interpreter and the Numba CUDA simulator.
+
+The switches must be set before Triton decorates a kernel or `numba.cuda` is first imported, so here,
+before any test module imports a backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from suite.targets import configure_emulation
+
+configure_emulation(True)
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def make_config(*overrides: str) -> DictConfig:
+    from suite.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.fixture
+def config():
+    return make_config

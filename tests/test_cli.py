@@ -1,0 +1,53 @@
+"""Bad input fails before any work: exit status 2 and one line naming the problem and the valid choices."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from suite.cli import precheck
+from suite.errors import ConfigError
+
+BAD = [
+    (["scenario=nope"], "elementwise_chain"),
+    (["backends=[numba,cuda_magic]"], "valid: cupy, numba, triton"),
+    (["variants=[halfway]"], "valid: fused, unfused"),
+    (["scenario.ops=[scale,cube]"], "valid: scale, shift, relu, square, tanh, sigmoid, silu, gelu"),
+    (["scenario.n=0"], "must be an integer in 1"),
+    (["scenario.n=-5"], "must be an integer in 1"),
+    (["scenario.n=99999999999999"], "must be an integer in 1"),
+    (["scenario.n=12.5"], "must be an integer"),
+    (["dtype=bfloat16"], "valid: float32, float16"),
+    (["device=tpu"], "cpu"),
+    (["preset=XXL"], "valid: S, M, L"),
+    (["scenario.rows=10"], "valid: n, ops"),
+    (["timing.min_reps=0"], "min_reps"),
+    (["timing.budget_s=fast"], "budget_s"),
+    (["scenario.ops=[" + ",".join(["scale"] * 17) + "]"], "1..16"),
+    (["-m", "scenario.n=10,0"], "must be an integer in 1"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_precheck_names_problem_and_choices(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        precheck(overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    assert expected in message
+
+
+def test_good_overrides_pass_precheck():
+    precheck(["scenario.n=1000000", "scenario.ops=[scale,gelu]", "dtype=float16", "backends=[numba]", "device=cpu"])
+    precheck(["-m", "scenario.n=1000,2000", "dtype=float32,float16"])
+
+
+def test_command_line_exit_status_two_and_one_line():
+    proc = subprocess.run([sys.executable, "-m", "suite", "backends=[nope]"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown backend 'nope'" in lines[0] and "numba" in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout

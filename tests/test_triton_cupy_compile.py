@@ -1,0 +1,164 @@
+"""The Triton and CuPy elementwise-chain kernels compile for sm_90 without a GPU, and their CUDA math is right.
+
+Triton's compiler cannot run where TRITON_INTERPRET=1 has turned `triton.jit` into the interpreter, so its
+kernels are compiled in a subprocess without it. CuPy's sources go through NVRTC and must use registers and
+never spill. The CUDA op code cannot run here, so it is also compiled for the host by a C++ compiler and
+held to the scenario's tolerance: the constants and formulas are then checked, not just the syntax.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scenarios.elementwise_chain import ALL8
+from suite.numerics import judge
+from suite.ptxas import parse_ptxas
+from suite.scenario import get
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAINS = [[op] for op in ALL8] + [ALL8, ALL8 + ALL8]
+CHAIN_IDS = [*ALL8, "all8", "all8x2"]
+
+TRITON_SCRIPT = """
+import json, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton.elementwise_chain import _chain_kernel
+from backends.triton.ops import codes
+from scenarios.elementwise_chain import ALL8
+
+# What Triton's launcher specialises on for torch buffers and for n = 2**k: both allow 128-bit accesses.
+aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
+for dtype in ("fp32", "fp16"):
+    for name, ops in [("fused", ALL8)] + [("unfused", [op]) for op in ALL8]:
+        signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32", "CHAIN": "constexpr",
+                     "BLOCK": "constexpr"}
+        src = triton.compiler.ASTSource(fn=_chain_kernel, signature=signature, attrs=aligned,
+                                        constexprs={"CHAIN": codes(ops), "BLOCK": 1024})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32))
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+            ptx.write(k.asm["ptx"])
+            ptx.flush()
+            log = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"],
+                                 capture_output=True, text=True, check=True)
+        print(json.dumps({"dtype": dtype, "variant": name, "ops": ops, "cubin": len(k.asm.get("cubin", b"")),
+                          "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
+"""
+
+
+def _missing(*modules: str) -> str:
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"not installed: {', '.join(absent)}" if absent else ""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+def test_triton_kernels_compile_for_sm90() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", TRITON_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2 * (1 + len(ALL8))
+    for row in rows:
+        where = f"{row['variant']} {row['ops']} {row['dtype']}"
+        assert row["cubin"] > 0, f"no cubin for {where}"
+        assert ".target sm_90" in row["ptx"] and ".entry _chain_kernel" in row["ptx"], where
+        assert "ld.global.v4" in row["ptx"], f"loads not vectorised in {where}"
+        r = parse_ptxas(row["ptxas"])["_chain_kernel"]
+        assert r.registers > 0 and r.spill_bytes == 0 and r.stack_bytes == 0, f"{where}: {r}"
+
+
+def _nvrtc_reason() -> str:
+    if reason := _missing("cupy"):
+        return reason
+    from backends.cupy.build import compile_sm90
+
+    try:
+        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
+    except Exception as exc:
+        return f"NVRTC cannot compile for sm_90: {exc}"
+    return ""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.parametrize("ops", CHAINS, ids=CHAIN_IDS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cupy_kernels_compile_for_sm90_without_spills(ops: list[str], dtype: str) -> None:
+    from backends.cupy.build import compile_sm90
+    from backends.cupy.elementwise_chain import source
+
+    kernel = compile_sm90(*source(tuple(ops), dtype))
+    r = kernel.resources
+    assert kernel.cubin and r.registers > 0, kernel.log
+    assert r.spill_bytes == 0 and r.stack_bytes == 0, kernel.log
+
+
+HOST_TEMPLATE = """
+#include <math.h>
+#define __device__
+#define __forceinline__ inline
+{ops}
+extern "C" void run(const float* x, float* y, long long n) {{
+    for (long long i = 0; i < n; ++i) {{
+        float v = x[i];
+{body}
+        y[i] = v;
+    }}
+}}
+"""
+
+
+@pytest.mark.skipif(bool(_missing("cupy")) or not shutil.which("c++"), reason="needs cupy and a C++ compiler")
+@pytest.mark.parametrize("ops", CHAINS, ids=CHAIN_IDS)
+def test_cupy_op_code_matches_reference_on_host(ops: list[str], tmp_path: Path) -> None:
+    from backends.cupy.elementwise_chain import OPS_SOURCE, chain_body
+
+    (tmp_path / "ops.cpp").write_text(HOST_TEMPLATE.format(ops=OPS_SOURCE, body=chain_body(tuple(ops))))
+    lib = tmp_path / "ops.so"
+    subprocess.run(["c++", "-O2", "-shared", "-fPIC", "-o", lib, tmp_path / "ops.cpp"], check=True)
+    run = ctypes.CDLL(str(lib)).run
+    scenario, params = get("elementwise_chain"), {"n": 4099, "ops": ops}
+    inputs = scenario.make_inputs(params, "float32", np.random.default_rng(7))
+    x, y = inputs["x"], np.full(4099, np.nan, dtype=np.float32)
+    run(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(x.size))
+    ref = scenario.reference(inputs, params)
+    err, reason = judge(y, ref, scenario.tolerance(inputs, params, "float32", ref))
+    assert not reason, reason
+
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k2' for 'sm_90'
+ptxas info    : Function properties for k2
+ptxas         .     256 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 256 bytes cumulative stack size, 512 bytes smem
+ptxas info    : Function properties for _Z3bigPfi
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'old' for 'sm_80'
+ptxas info    : Function properties for old
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, 16 bytes smem, 368 bytes cmem[0]
+"""
+
+
+def test_parse_ptxas_reads_entries_and_out_of_line_functions() -> None:
+    found = parse_ptxas(PTXAS_LOG)
+    assert list(found) == ["k2", "_Z3bigPfi", "old"]
+    k2 = found["k2"]
+    assert (k2.registers, k2.stack_bytes, k2.spill_store_bytes, k2.spill_load_bytes) == (32, 256, 8, 4)
+    assert (k2.smem_bytes, k2.spill_bytes) == (512, 12)
+    assert found["_Z3bigPfi"].registers == 0
+    assert (found["old"].registers, found["old"].smem_bytes) == (10, 16)
