@@ -8,8 +8,8 @@ so skip the write-allocate read an ordinary store pays); on CUDA, CuPy's and tor
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np

@@ -8,6 +8,7 @@ context, which is the one made current here.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 
@@ -91,10 +92,8 @@ class Event:
         return float(ms.value)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             _lib().cuEventDestroy_v2(self.handle)
-        except Exception:
-            pass
 
 
 def synchronize(stream: int) -> None:

@@ -92,7 +92,10 @@ def _availability(impl: Impl, job: Job) -> str | None:
     entry = REGISTRY.get(k)
     target = targets.TARGETS.get((k.backend, k.target))
     if entry is None:
-        row.status, row.reason = "unsupported", f"no {k.backend}/{k.target} kernel for {k.scenario} {k.variant}"
+        row.status, row.reason = (
+            "unsupported",
+            f"no {k.backend}/{k.target} kernel for {k.scenario} {k.variant}",
+        )
         return None
     if target is None:
         why = REGISTRY.load_errors.get(k.backend, "target not registered")
@@ -138,18 +141,22 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
         start = time.perf_counter()
         impl.launcher()
         target.synchronize()
-        row.compile_ms = (time.perf_counter() - start) * 1e3
+        if mode == targets.NATIVE:  # an interpreter's or simulator's time is no compile time
+            row.compile_ms = (time.perf_counter() - start) * 1e3
         impl.out = np.asarray(target.to_host(out))
     except targets.NotRunnable as exc:
         row.status, row.reason = "skipped", str(exc)
         return
     except Exception as exc:
-        row.status, row.reason = "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        row.status, row.reason = (
+            "error",
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        )
         return
     row.max_rel_err, problem = numerics.judge(impl.out, ref, tol)
     row.status, row.reason = ("mismatch", problem) if problem else ("ok", "")
     if emulated:
-        where = f" on {row.checked_params}" if row.checked_params else ""
+        where = f" on the slice {row.checked_params}" if row.checked_params else " on the whole case"
         row.reason = row.reason or f"{target.probe().reason}; numerics checked{where}"
 
 

@@ -1,13 +1,15 @@
-"""Views of a results table shared by the charts and the report: typed columns, labels, and fused/unfused pairs.
+"""Views of a results table shared by the charts and the report: typed columns, labels, fused/unfused pairs.
 
 `speedups` is the one place where a variant's row is paired with its baseline's (same scenario, params, dtype,
-backend and device): measured speedup = baseline time / variant time, predicted = baseline bytes / variant bytes.
+backend and device): measured speedup = baseline time / variant time; predicted = baseline bytes / variant
+bytes, the ledger's ratio under the device's store model.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -16,10 +18,28 @@ from suite.results import COLUMNS
 from suite.scenario import discover
 
 NUMERIC = [
-    "time_ms", "bytes_modeled", "flops_modeled", "gbps", "max_rel_err", "size", "time_min_ms", "time_q1_ms",
-    "time_q3_ms", "reps", "compile_ms", "bytes_read", "bytes_written", "launches", "intermediates_removed",
-    "bytes_saved", "ceiling_gbps", "pct_of_ceiling", "tolerance", "peer_err", "seed",
-]  # fmt: skip
+    "time_ms",
+    "bytes_modeled",
+    "flops_modeled",
+    "gbps",
+    "max_rel_err",
+    "size",
+    "time_min_ms",
+    "time_q1_ms",
+    "time_q3_ms",
+    "reps",
+    "compile_ms",
+    "bytes_read",
+    "bytes_written",
+    "launches",
+    "intermediates_removed",
+    "bytes_saved",
+    "ceiling_gbps",
+    "pct_of_ceiling",
+    "tolerance",
+    "peer_err",
+    "seed",
+]
 PAID, LOST = 1.1, 0.9
 """A speedup at or above PAID means fusion paid; at or below LOST it lost; in between it was neutral."""
 BASELINE = "unfused"
@@ -35,7 +55,8 @@ def chart_name(kind: str, scenario: str) -> str:
 
 
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
-    """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size)."""
+    """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size),
+    order (chain length, for sorting), dtype_rank; pct_of_ceiling filled in where a ceiling was measured."""
     out = frame.copy()
     for col in COLUMNS:
         if col not in out:
@@ -43,16 +64,17 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     for col in NUMERIC:
         out[col] = pd.to_numeric(out[col], errors="coerce")
     text = [c for c in COLUMNS if c not in NUMERIC and c != "cold_cache"]
-    out[text] = out[text].fillna("").astype(str)
+    out[text] = out[text].astype(object).fillna("").astype(str)
     out["impl"] = out["backend"] + "/" + out["device"]
     parsed = out["params"].map(_params)
-    declared = _declared_axes()
-    out["size_axis"] = [
-        _size_axis(declared.get(s), p, n) for s, p, n in zip(out["scenario"], parsed, out["size"], strict=True)
-    ]
+    axes = _size_axes(out["scenario"], parsed, out["size"])
+    out["size_axis"] = out["scenario"].map(axes).fillna("size")
     out["series"] = [series_label(p, a) for p, a in zip(parsed, out["size_axis"], strict=True)]
     out["order"] = [len(p.get("ops", ())) for p in parsed]
     out["dtype_rank"] = out["dtype"].map(dtype_rank)
+    cases = list(zip(out["order"], out["series"], strict=True))
+    ranked = sorted(set(cases), key=lambda c: (c[0], _natural(c[1])))
+    out["series_rank"] = [dict(zip(ranked, range(len(ranked)), strict=True))[c] for c in cases]
     fill = out["pct_of_ceiling"].isna() & (out["ceiling_gbps"] > 0)
     out.loc[fill, "pct_of_ceiling"] = 100 * out.loc[fill, "gbps"] / out.loc[fill, "ceiling_gbps"]
     return out
@@ -66,23 +88,25 @@ def _params(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _declared_axes() -> dict[str, str]:
-    """Each known scenario's `size_axis`; results from a scenario not installed here fall back to inference."""
+def _size_axes(scenarios: pd.Series, parsed: pd.Series, sizes: pd.Series) -> dict[str, str]:
+    """Each scenario's declared size axis; for one not installed here, the parameter equal to `size` in every
+    row of that scenario (checked over all rows: a single row can match by coincidence, rows = cols)."""
     try:
-        return {name: s.size_axis for name, s in discover().items()}
+        declared = {name: s.size_axis for name, s in discover().items()}
     except ImportError:
-        return {}
-
-
-def _size_axis(declared: str | None, params: dict[str, Any], size: float) -> str:
-    """The scenario's declared size axis; failing that, the parameter whose value is the `size` column."""
-    if declared in params:
-        return declared
-    return next((k for k, v in params.items() if isinstance(v, int | float) and v == size), "size")
+        declared = {}
+    out = {}
+    for name in scenarios.unique():
+        mine = scenarios == name
+        params, size = parsed[mine], sizes[mine]
+        keys = set.intersection(*(set(p) for p in params)) if len(params) else set()
+        fits = [k for k in sorted(keys) if all(p[k] == n for p, n in zip(params, size, strict=True))]
+        out[name] = declared[name] if declared.get(name) in keys else next(iter(fits), "size")
+    return out
 
 
 def series_label(params: dict[str, Any], size_axis: str) -> str:
-    """The case without its size: what stays fixed along one line of a chart (a chain 'scale→gelu', 'cols=4096')."""
+    """The case without its size: what stays fixed along one line of a chart ('scale→gelu', 'cols=4096')."""
     parts = []
     for key, value in sorted(params.items()):
         if key == size_axis:
@@ -95,12 +119,19 @@ def series_label(params: dict[str, Any], size_axis: str) -> str:
 
 
 def short_label(series: str, limit: int = 3) -> str:
-    """A chain as a chart title: its length, and its ops when few ('2 ops: scale→gelu', '8 ops: scale→…→gelu')."""
+    """A chain as a chart title: its length, and its ops when few ('2 ops: scale→gelu', '8 ops: a→…→z').
+
+    Cases that are not chains ('cols=4096') are returned as they are."""
     if "=" in series or series == "all":
         return series
     ops = series.split("→")
     shown = series if len(ops) <= limit else f"{ops[0]}→…→{ops[-1]}"
     return f"{len(ops)} op{'s' * (len(ops) > 1)}: {shown}"
+
+
+def _natural(label: str) -> list[tuple[int, str | int]]:
+    """Sort key reading digit runs as numbers: cols=256 before cols=1024."""
+    return [(1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", label)]
 
 
 def dtype_rank(dtype: str) -> int:
@@ -121,7 +152,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     interquartile ranges: baseline q1 over variant q3, baseline q3 over variant q1.
     """
     rows = timed(frame)
-    labels = ["impl", "size_axis", "series", "order", "dtype_rank"]
+    labels = ["impl", "size_axis", "series", "order", "series_rank", "dtype_rank"]
     cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling"]
     med = rows.groupby([*CASE, *labels, "variant"], as_index=False)[cols].median()
     base = med[med["variant"] == baseline][[*CASE, *cols[1:]]]
@@ -131,7 +162,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     pairs["speedup_hi"] = (pairs["time_q3_ms_base"] / pairs["time_q1_ms"]).fillna(pairs["speedup"])
     pairs["predicted"] = pairs["bytes_modeled_base"] / pairs["bytes_modeled"]
     pairs["verdict"] = pairs["speedup"].map(verdict)
-    return pairs.sort_values(["scenario", *GROUP, "order", "series", "size"], ignore_index=True)
+    return pairs.sort_values(["scenario", *GROUP, "series_rank", "size"], ignore_index=True)
 
 
 def verdict(speedup: float) -> str:

@@ -1,8 +1,8 @@
 """Charts of one results table: time, fused-over-unfused speedup and bandwidth against problem size.
 
-Plots read results; they never run kernels. Only timed rows are drawn (status ok, mode native, a median time):
-emulated and compile-only rows carry numerics, not times. The bandwidth ceiling is the copy measured in the same
-run on the same device (`ceiling_gbps`), never a datasheet peak. Lines are coloured by implementation
+Plots read results; they never run kernels. Only timed rows are drawn (status ok, mode native, a median
+time): emulated and compile-only rows carry numerics, not times. The bandwidth ceiling is the copy measured in
+the same run on the same device (`ceiling_gbps`), never a datasheet peak. Lines are coloured by implementation
 (backend/device) and styled by variant; facets are cases (one column per chain) and dtypes (one row each).
 """
 
@@ -16,13 +16,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # charts are files: never open a window, work on headless CI
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from suite.frames import BASELINE, chart_name, dtype_rank, short_label, speedups, tidy, timed  # noqa: E402
+from suite.frames import BASELINE, chart_name, dtype_rank, short_label, speedups, tidy, timed
 
 DPI = 120
 MAX_COLS = 4
@@ -34,7 +35,7 @@ Draw = Callable[..., None]
 
 
 def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
-    """Write every chart the table supports into `outdir`; return their paths (none when nothing was timed)."""
+    """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     data = tidy(frame)
@@ -45,7 +46,8 @@ def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             colors = _palette(sorted(sub["impl"].unique()))
             ratios = pairs[pairs["scenario"] == scenario]
             written.append(_save(time_chart(sub, colors), outdir / chart_name("time_vs_size", scenario)))
-            written.append(_save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", scenario)))
+            if sub["gbps"].notna().any():
+                written.append(_save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", scenario)))
             if not ratios.empty:
                 written.append(_save(speedup_chart(ratios, colors), outdir / chart_name("speedup", scenario)))
             if ratios["order"].nunique() > 1:
@@ -83,14 +85,15 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
         _predicted(ax, data, "size")
 
-    legend = {**_impl_handles(colors), **_predicted_handles(pairs), "1× (break-even)": _even()}
-    title = f"{_scenario(pairs)}: speedup of fused over {BASELINE} (same backend, device, dtype)"
-    grid = _grid(pairs, draw, title, f"speedup ({BASELINE} time / fused time)", legend)
+    legend = {**_impl_handles(colors), **_measured_handles(pairs), **_predicted_handles(pairs)}
+    variants = ", ".join(sorted(pairs["variant"].unique()))
+    title = f"{_scenario(pairs)}: speedup of {variants} over {BASELINE} (same backend, device, dtype)"
+    grid = _grid(pairs, draw, title, f"speedup ({BASELINE} time / {variants} time)", legend)
     return _ratio_axis(grid, pairs)
 
 
 def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Achieved bandwidth (ledger bytes / median time) against size, under the copy ceiling measured in the run."""
+    """Achieved bandwidth (ledger bytes / median time) against size, under the copy ceiling of the run."""
     ceilings = rows["ceiling_gbps"].dropna()
     wide = rows["gbps"].max() / rows["gbps"].min() > 100 or (len(ceilings) and ceilings.max() / ceilings.min() > 10)
 
@@ -102,14 +105,21 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ax.plot(line["size"], line["gbps"], ls=ls, marker=marker, color=colors[impl], ms=5)
         for device, ceiling in data.groupby("device")["ceiling_gbps"].median().dropna().items():
             ax.axhline(ceiling, color="0.25", ls=":", lw=1.6)
-            ax.annotate(f"{device} copy: {ceiling:,.0f} GB/s", (0.02, ceiling), xycoords=("axes fraction", "data"),
-                        xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.25")  # fmt: skip
+            ax.annotate(
+                f"{device} copy: {ceiling:,.0f} GB/s",
+                (0.02, ceiling),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.25",
+            )
         if wide:  # a CPU and a GPU side by side: ceilings decades apart
             ax.set_yscale("log")
-            ax.set_ylim(top=2 * rows["ceiling_gbps"].max())
+            ax.set_ylim(top=2 * np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max()]))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         else:
-            ax.set_ylim(0, 1.15 * max(rows["gbps"].max(), rows["ceiling_gbps"].max()))
+            ax.set_ylim(0, 1.15 * np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max()]))
 
     ceiling = Line2D([], [], color="0.25", ls=":", lw=1.6)
     legend = {**_impl_handles(colors), **_variant_handles(rows["variant"]), "measured copy ceiling": ceiling}
@@ -133,9 +143,10 @@ def chain_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
 
     at = {i: _sizes_text(top.loc[top["impl"] == i, ["size_axis", "size"]]) for i in colors}
     impls = {f"{i} ({at[i]})": h for i, h in _impl_handles(colors).items() if i in set(top["impl"])}
-    legend = {**impls, **_predicted_handles(pairs), "1× (break-even)": _even()}
-    title = f"{_scenario(pairs)}: speedup vs chain length at the largest size"
-    grid = _grid(top, draw, title, f"speedup ({BASELINE} time / fused time)", legend, x="order", col="dtype", row=None)
+    legend = {**impls, **_measured_handles(pairs), **_predicted_handles(pairs)}
+    title = f"{_scenario(pairs)}: speedup over {BASELINE} vs chain length at the largest size"
+    ylabel = f"speedup ({BASELINE} time / {', '.join(sorted(top['variant'].unique()))} time)"
+    grid = _grid(top, draw, title, ylabel, legend, x="order", col="dtype", row=None)
     return _ratio_axis(grid, top)
 
 
@@ -148,10 +159,23 @@ def _grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict,
     row = row if row and data[row].nunique() > 1 else None
     data = data.assign(series=data["series"].map(short_label))
     cols = _pick_columns(data, col)
+    if len(cols) < data[col].nunique():
+        title += f" — {len(cols)} of {data[col].nunique()} cases shown"
     data = data[data[col].isin(cols)]
     rows = sorted(data[row].unique(), key=dtype_rank) if row else None
-    grid = sns.FacetGrid(data, col=col, row=row, col_order=cols, row_order=rows, height=3.3, aspect=1.3, margin_titles=True,
-                         sharey=True, dropna=False, despine=False)  # fmt: skip
+    grid = sns.FacetGrid(
+        data,
+        col=col,
+        row=row,
+        col_order=cols,
+        row_order=rows,
+        height=3.3,
+        aspect=1.3,
+        margin_titles=True,
+        sharey=True,
+        dropna=False,
+        despine=False,
+    )
     grid.map_dataframe(draw)
     grid.set_titles(col_template="{col_name}", row_template="{row_name}")
     for ax in grid.axes.flat:
@@ -167,7 +191,7 @@ def _grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict,
 def _pick_columns(data: pd.DataFrame, col: str) -> list[str]:
     if col == "dtype":
         return sorted(data[col].unique(), key=dtype_rank)
-    order = data.sort_values(["order", col])[col].unique().tolist()
+    order = data.sort_values("series_rank")[col].unique().tolist()
     if len(order) <= MAX_COLS:
         return order
     step = (len(order) - 1) / (MAX_COLS - 1)
@@ -221,15 +245,18 @@ def _variant_handles(variants: pd.Series) -> dict[str, Line2D]:
     return out
 
 
+def _measured_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
+    variants = sorted(pairs["variant"].unique())
+    return {f"measured ({v})": Line2D([], [], color="0.2", marker=STYLE.get(v, ("-.", "D"))[1]) for v in variants}
+
+
 def _predicted_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
-    return {
-        f"predicted by ledger ({device})": Line2D([], [], color="0.35", ls=PREDICTED.get(device, "--"), lw=1.4)
-        for device in sorted(pairs["device"].unique())
-    }
-
-
-def _even() -> Line2D:
-    return Line2D([], [], color="0.1", lw=0.9)
+    out = {}
+    for device in sorted(pairs["device"].unique()):
+        style = PREDICTED.get(device, "--")
+        out[f"predicted by ledger ({device})"] = Line2D([], [], color="0.35", ls=style, lw=1.4)
+    out["1× (break-even)"] = Line2D([], [], color="0.1", lw=0.9)
+    return out
 
 
 def _sizes_text(sizes: pd.DataFrame) -> str:

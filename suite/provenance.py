@@ -27,7 +27,10 @@ def versions() -> str:
 def git_rev() -> str:
     try:
         rev = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],

@@ -1,10 +1,10 @@
 """Per-kernel resources read from ptxas's verbose log (`-Xptxas=-v`): registers, spills, stack, shared memory.
 
-Without a GPU these are the only evidence a compiled kernel is sound: an elementwise kernel that spills or needs
-a stack frame has gone wrong. The same log format comes from NVRTC, nvcc, Triton and Numba, so every backend
-reads it here. A record starts at "Compiling entry function 'k'" or "Function properties for k"; the spill
-line and the "Used N registers" line that follow belong to it. Non-entry functions that ptxas kept out of
-line appear too, with 0 registers (ptxas reports registers for entries only).
+Without a GPU these are the only evidence a compiled kernel is sound: an elementwise kernel that spills or
+needs a stack frame has gone wrong. NVRTC, nvcc, Triton and Numba all hand ptxas's log over in the same
+format, so every backend reads it here. A record starts at "Compiling entry function 'k'" or "Function
+properties for k"; the spill line and the "Used N registers" line that follow belong to it. Non-entry
+functions that ptxas kept out of line appear too, with 0 registers (ptxas reports registers for entries only).
 """
 
 from __future__ import annotations

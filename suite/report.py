@@ -1,8 +1,7 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
 
-Everything is derived from the results table: the verdict sentences name where fusion paid (measured speedup
-≥ 1.1×), was neutral, or lost (≤ 0.9×), set the measured speedup against the ledger's prediction, and use the
-fraction of the measured copy ceiling each variant reached to say whether memory traffic explains the difference.
+Everything is derived from the results table. Tables are plain GitHub markdown written here (no tabulate);
+long ones fold into <details>. The verdict in words comes from `suite.verdict`.
 """
 
 from __future__ import annotations
@@ -11,11 +10,11 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from suite.frames import BASELINE, CHART_KINDS, GROUP, LOST, PAID, chart_name, fmt_size, fmt_x, speedups, tidy
+from suite.frames import BASELINE, CHART_KINDS, LOST, PAID, chart_name, fmt_size, fmt_x, speedups, tidy
 from suite.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
+from suite.verdict import verdicts
 
 STORE_MEANING = {
     WRITE_ALLOCATE: "written bytes count twice: an ordinary store to a line not in cache first reads it "
@@ -28,7 +27,7 @@ CAPTIONS = {
     "bandwidth": "Achieved bandwidth under the copy ceiling measured in the same run",
     "speedup_vs_chain": "Speedup against chain length at the largest size",
 }
-ORDER = ["scenario", "order", "series", "size", "dtype_rank", "impl", "variant"]
+ORDER = ["scenario", "series_rank", "size", "dtype_rank", "impl", "variant"]
 
 
 def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
@@ -49,13 +48,16 @@ def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
 def _header(data: pd.DataFrame) -> str:
     ok = data["status"] == "ok"
     native = int((ok & data["time_ms"].notna()).sum())
-    emulated, compiled = (int((ok & (data["mode"] == m)).sum()) for m in ("emulated", "compile"))
+    emulated = int((ok & (data["mode"] == "emulated")).sum())
+    compiled = int((data["mode"] == "compile").sum())
+    other_bad = int((~ok & (data["mode"] != "compile")).sum())
     lines = [
         "# fusebench report",
-        f"Every number below comes from `results.csv` beside this file: {len(data)} rows, {native} timed natively. "
-        f"{emulated} emulated rows (numerics checked in the Triton interpreter / Numba CUDA simulator, not timed); "
-        f"{compiled} compile-only rows (built for sm_90, not run); {int((~ok).sum())} rows not ok (listed at the "
-        "end). Paid means a measured speedup ≥ "
+        f"Every number below comes from `results.csv` beside this file: {len(data)} rows, {native} timed "
+        f"natively. {emulated} emulated rows (numerics checked in the Triton interpreter / Numba CUDA "
+        f"simulator, not timed); {compiled} compile-only rows (built for sm_90, not run); "
+        f"{other_bad} other rows not ok (listed at "
+        "the end). Paid means a measured speedup ≥ "
         f"{PAID}×, lost ≤ {LOST}×; predicted is the ledger's byte ratio under each device's store model.",
         "## Provenance",
         _devices(data),
@@ -83,7 +85,7 @@ def _devices(data: pd.DataFrame) -> str:
 def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
     name = rows["scenario"].iloc[0]
     axis = rows["size_axis"].iloc[0]
-    parts = [f"## {name}", "### Verdict", _verdicts(pairs)]
+    parts = [f"## {name}", "### Verdict", verdicts(pairs)]
     parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis), "### Charts"]
     named = {p.name: p for p in charts}
     for kind in CHART_KINDS:
@@ -95,132 +97,107 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     return "\n\n".join(parts)
 
 
-def _verdicts(pairs: pd.DataFrame) -> str:
-    if pairs.empty:
-        return "Nothing was timed natively, so there is no measured speedup; see the ledger for the prediction."
-    out = []
-    for (impl, _, dtype, variant), group in pairs.groupby(GROUP):
-        lead = group.sort_values(["predicted", "order"]).iloc[-1]["series"]
-        line = group[group["series"] == lead].sort_values("size")
-        label = f"{impl}, {dtype}" + (f", {variant}" if variant != "fused" else "")
-        text = " ".join([_trend(line), _why(line), _others(group, lead)]).strip()
-        out.append(f"- **{label}** ({lead}): {text}")
-    return "\n".join(out)
-
-
-def _trend(line: pd.DataFrame) -> str:
-    """Where the lead case paid, from which size on, and how the gain changed with size."""
-    sp, sizes = line["speedup"].to_numpy(), line["size"].to_numpy()
-    axis, variant, pred = line["size_axis"].iloc[0], line["variant"].iloc[0], _pred(line["predicted"])
-    start = next((i for i in range(len(sp)) if (sp[i:] >= PAID).all()), None)
-    if start is None:
-        if (sp <= LOST).all():
-            return f"{variant} lost to {BASELINE} at every size: {_range(sp)}, against {pred}."
-        if (sp < PAID).all() and (sp > LOST).all():
-            return f"{variant} and {BASELINE} were within 10% at every size ({_range(sp)}), against {pred}."
-        return f"no consistent result: {_range(sp)} across sizes, against {pred}."
-    where = f"from {axis} = {fmt_size(sizes[start])} up" if start else f"at every size measured"
-    text = f"{variant} beat {BASELINE} {where}: {_range(sp[start:])}, against {pred}"
-    if start:
-        text += f"; below that it {_word(sp[:start])} ({_range(sp[:start])})"
-    return text + _shape(line.iloc[start:]) + "."
-
-
-def _shape(line: pd.DataFrame) -> str:
-    """Where the gain fell well below its peak within the sizes that paid, and the likely reason."""
-    sp, axis = line["speedup"].to_numpy(), line["size_axis"].iloc[0]
-    peak = int(np.argmax(sp))
-    low = next((i for i in range(peak + 1) if sp[i] >= 0.6 * sp[peak]), 0)
-    if low:
-        small = line.iloc[:low]
-        cached = small["pct_of_ceiling_base"].max()
-        why = (f"the {BASELINE} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their intermediates "
-               "were served from cache" if cached > 100 else "fixed per-launch costs, not memory traffic, dominate")  # fmt: skip
-        return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
-    if sp[-1] < 0.6 * sp[peak]:
-        return f". The gain peaked at {fmt_x(sp[peak])} at {axis} = {fmt_size(line['size'].iloc[peak])}"
-    return ""
-
-
-def _why(line: pd.DataFrame) -> str:
-    """At the largest size: measured against predicted, and how close each variant came to the copy ceiling."""
-    last = line.iloc[-1]
-    if last["predicted"] < 1.05:
-        return "The ledger predicts no gain here: fusion removes no intermediate."
-    share = last["speedup"] / last["predicted"]
-    at = f"At {last['size_axis']} = {fmt_size(last['size'])} the measured speedup was {share:.0%} of the predicted"
-    fused, base = last["pct_of_ceiling"], last["pct_of_ceiling_base"]
-    if np.isnan(fused) or np.isnan(base):
-        return at + "."
-    at += f"; {last['variant']} ran at {fused:.0f}% and {BASELINE} at {base:.0f}% of the copy ceiling"
-    if share >= 0.75:
-        return at + ", so the bytes removed explain the gain."
-    if fused < 0.6 * base:
-        return at + f": {last['variant']} is not bound by memory traffic, so removing traffic helps less than modeled."
-    return at + "."
-
-
-def _others(group: pd.DataFrame, lead: str) -> str:
-    top = group[(group["size"] == group["size"].max()) & (group["series"] != lead)]
-    if top.empty:
-        return ""
-    top = top.sort_values("order", ascending=False)
-    each = [f"{fmt_x(r.speedup)} for {r.series} (predicted {fmt_x(r.predicted)})" for r in top.itertuples()]
-    return f"Other cases at {top['size_axis'].iloc[0]} = {fmt_size(top['size'].iloc[0])}: {', '.join(each)}."
-
-
-def _word(values: np.ndarray) -> str:
-    kinds = {"paid" if v >= PAID else "lost" if v <= LOST else "neutral" for v in values}
-    return {"lost": "lost", "neutral": "was neutral"}.get(kinds.pop(), "was mixed") if len(kinds) == 1 else "was mixed"
-
-
-def _pred(values: pd.Series) -> str:
-    return f"a predicted {_range(values.to_numpy())}"
-
-
-def _range(values: np.ndarray) -> str:
-    low, high = fmt_x(float(np.min(values))), fmt_x(float(np.max(values)))
-    return low if low == high else f"{low[:-1]}–{high}"
-
-
 def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
-    head = ["case", axis, "dtype", "backend/device", "variant", f"{BASELINE} ms", "variant ms", "measured",
-            "predicted", "verdict"]  # fmt: skip
+    head = [
+        "case",
+        axis,
+        "dtype",
+        "backend/device",
+        "variant",
+        f"{BASELINE} ms",
+        "variant ms",
+        "measured",
+        "predicted",
+        "verdict",
+    ]
     rows = [
-        [r.series, fmt_size(r.size), r.dtype, r.impl, r.variant, _num(r.time_ms_base), _num(r.time_ms),
-         fmt_x(r.speedup), fmt_x(r.predicted), r.verdict]  # fmt: skip
+        [
+            r.series,
+            fmt_size(r.size),
+            r.dtype,
+            r.impl,
+            r.variant,
+            _num(r.time_ms_base),
+            _num(r.time_ms),
+            fmt_x(r.speedup),
+            fmt_x(r.predicted),
+            r.verdict,
+        ]
         for r in pairs.itertuples()
     ]
     return _table(head, rows) if rows else "No pair of variants was timed on the same case."
 
 
 def _summary_table(rows: pd.DataFrame, axis: str) -> str:
-    head = ["case", axis, "dtype", "backend/device", "variant", "mode", "time ms", "GB/s", "% of ceiling",
-            "max rel err", "status"]  # fmt: skip
+    head = [
+        "case",
+        axis,
+        "dtype",
+        "backend/device",
+        "variant",
+        "mode",
+        "time ms",
+        "GB/s",
+        "% of ceiling",
+        "max rel err",
+        "status",
+    ]
     body = [
-        [r.series, fmt_size(r.size) if r.size == r.size else "", r.dtype, r.impl, r.variant, r.mode,
-         _num(r.time_ms), _num(r.gbps), _num(r.pct_of_ceiling, "{:.0f}"), _num(r.max_rel_err, "{:.1e}"), r.status]
+        [
+            r.series,
+            fmt_size(r.size) if r.size == r.size else "",
+            r.dtype,
+            r.impl,
+            r.variant,
+            r.mode,
+            _num(r.time_ms),
+            _num(r.gbps),
+            _num(r.pct_of_ceiling, "{:.0f}"),
+            _num(r.max_rel_err, "{:.1e}"),
+            r.status,
+        ]
         for r in rows.sort_values(ORDER).itertuples()
-    ]  # fmt: skip
+    ]
     return _table(head, body)
 
 
 def _ledger_table(rows: pd.DataFrame, axis: str) -> str:
     """Per case, dtype and store model: what each variant moves and launches, and what fusion removed."""
-    keys = ["order", "series", "size", "dtype", "store_model"]
+    keys = ["series_rank", "series", "size", "dtype_rank", "dtype", "store_model"]
     led = rows.dropna(subset=["bytes_modeled"]).groupby([*keys, "variant"], as_index=False).first()
     base = led[led["variant"] == BASELINE][[*keys, "bytes_modeled", "launches"]]
     pairs = led[led["variant"] != BASELINE].merge(base, on=keys, suffixes=("", "_base"))
-    head = ["case", axis, "dtype", "store model", "variant", "launches", "bytes moved", "intermediates removed",
-            "saved by fusion (Σ 2·N·s)", "predicted"]  # fmt: skip
+    head = [
+        "case",
+        axis,
+        "dtype",
+        "store model",
+        "variant",
+        "launches",
+        "bytes moved",
+        "intermediates removed",
+        "saved by fusion (Σ 2·N·s)",
+        "predicted",
+    ]
     body = [
-        [r.series, fmt_size(r.size), r.dtype, r.store_model, r.variant, f"{_int(r.launches_base)} → {_int(r.launches)}",
-         f"{_bytes(r.bytes_modeled_base)} → {_bytes(r.bytes_modeled)}", _int(r.intermediates_removed),
-         _bytes(r.bytes_saved), fmt_x(r.bytes_modeled_base / r.bytes_modeled)]
+        [
+            r.series,
+            fmt_size(r.size),
+            r.dtype,
+            r.store_model,
+            r.variant,
+            f"{_int(r.launches_base)} → {_int(r.launches)}",
+            f"{_bytes(r.bytes_modeled_base)} → {_bytes(r.bytes_modeled)}",
+            _int(r.intermediates_removed),
+            _bytes(r.bytes_saved),
+            fmt_x(r.bytes_modeled_base / r.bytes_modeled),
+        ]
         for r in pairs.sort_values(keys).itertuples()
-    ]  # fmt: skip
-    note = ("Bytes moved count the store model of the device; the saving counts one write and one read per removed "
-            "intermediate (ΔQ = 2·N·s); under write-allocate each removed intermediate also avoids an allocate read.")  # fmt: skip
+    ]
+    note = (
+        "Bytes moved follow the device's store model; the saving counts one write and one read per "
+        "removed intermediate (ΔQ = 2·N·s); under write-allocate each one also avoids an allocate read."
+    )
     return (note + "\n\n" + _details(f"{len(body)} cases", _table(head, body))) if body else "No ledger rows."
 
 
@@ -232,8 +209,17 @@ def _not_ok(data: pd.DataFrame) -> str:
     for (status, reason), g in bad.groupby(["status", "reason"]):
         first = g.iloc[0]
         example = f"{first['scenario']} {first['series']}, {first['size_axis']} = {fmt_size(first['size'])}"
-        body.append([status, reason, str(len(g)), ", ".join(sorted(g["impl"].unique())),
-                     ", ".join(sorted(g["variant"].unique())), ", ".join(sorted(g["dtype"].unique())), example])  # fmt: skip
+        body.append(
+            [
+                status,
+                reason,
+                str(len(g)),
+                ", ".join(sorted(g["impl"].unique())),
+                ", ".join(sorted(g["variant"].unique())),
+                ", ".join(sorted(g["dtype"].unique())),
+                example,
+            ]
+        )
     head = ["status", "reason", "rows", "backend/device", "variants", "dtypes", "example"]
     return "## Rows that are not ok\n\n" + _table(head, body)
 

@@ -128,9 +128,11 @@ def read(path: Path) -> pd.DataFrame:
 def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
     """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`."""
     frames = [read(p) for p in paths]
-    frame = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(
-        not f.empty for f in frames
-    ) else pd.DataFrame(columns=COLUMNS)
+    frame = (
+        pd.concat([f for f in frames if not f.empty], ignore_index=True)
+        if any(not f.empty for f in frames)
+        else pd.DataFrame(columns=COLUMNS)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out, index=False)
     return frame

@@ -30,9 +30,21 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
             head = (p.scenario.name, params_json(params), dtype)
             skip = {k[3:] for k in done if k[:3] == head}
             out.append(
-                Job(p.scenario.name, params, dtype, p.backends, p.targets, p.variants, int(cfg.seed), timing,
-                    bool(cfg.device.emulate), int(cfg.device.emulate_max_elements), options,
-                    str(outdir / "io") if cfg.save_io else None, skip)  # fmt: skip
+                Job(
+                    p.scenario.name,
+                    params,
+                    dtype,
+                    p.backends,
+                    p.targets,
+                    p.variants,
+                    int(cfg.seed),
+                    timing,
+                    bool(cfg.device.emulate),
+                    int(cfg.device.emulate_max_elements),
+                    options,
+                    str(outdir / "io") if cfg.save_io else None,
+                    skip,
+                )
             )
     return out
 
@@ -40,12 +52,28 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
 def _lost_rows(job: Job, reason: str) -> list[Row]:
     """Rows for a case whose worker timed out or died: nothing measured, the reason kept."""
     return [
-        Row(scenario=job.scenario, params=params_json(job.params), dtype=job.dtype, backend=b, device=d,
-            variant=v, status="error", reason=reason)  # fmt: skip
+        Row(
+            scenario=job.scenario,
+            params=params_json(job.params),
+            dtype=job.dtype,
+            backend=b,
+            device=d,
+            variant=v,
+            status="error",
+            reason=reason,
+        )
         for b, d, v in job.impls()
     ] or [
-        Row(scenario=job.scenario, params=params_json(job.params), dtype=job.dtype, backend=",".join(job.backends),
-            device=",".join(job.devices), variant=",".join(job.variants), status="error", reason=reason)  # fmt: skip
+        Row(
+            scenario=job.scenario,
+            params=params_json(job.params),
+            dtype=job.dtype,
+            backend=",".join(job.backends),
+            device=",".join(job.devices),
+            variant=",".join(job.variants),
+            status="error",
+            reason=reason,
+        )
     ]
 
 

@@ -101,5 +101,5 @@ def emulating() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-class NotRunnable(Exception):  # noqa: N818 - a state, not a failure: the row becomes `skipped`
+class NotRunnable(Exception):
     """Raised by a launcher that was built (e.g. compiled for sm_90) but cannot run on this machine."""

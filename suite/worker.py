@@ -107,7 +107,7 @@ class Worker:
         self.process = ctx.Process(target=_serve, args=(child, self.settings), daemon=True)
         self.process.start()
         child.close()
-        kind, self.info = self._receive(self.start_timeout_s, "starting the worker")
+        _kind, self.info = self._receive(self.start_timeout_s, "starting the worker")
         self.settings.ceilings = self.info["ceilings"]  # a restarted worker does not measure them again
 
     def _receive(self, timeout: float, doing: str) -> Any:
@@ -151,7 +151,10 @@ class Worker:
             self._start()
             doing = "timing the case" if at is None else "running " + "/".join(at)
             if "timeout" in str(exc):
-                return at, f"timeout: over the case limit of {timeout:g} s (timing.case_timeout_s) while {doing}"
+                return (
+                    at,
+                    f"timeout: over the case limit of {timeout:g} s (timing.case_timeout_s) while {doing}",
+                )
             return at, f"{exc} while {doing}"
 
     def kill(self) -> None:

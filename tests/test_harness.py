@@ -38,7 +38,7 @@ def test_rows_are_on_disk_and_carry_ledger_and_provenance(tmp_path):
     assert len(on_disk) == len(frame) == 2
     row = on_disk.iloc[0]
     assert row["bytes_modeled"] > 0 and row["gbps"] > 0 and row["ceiling_gbps"] > 0
-    assert 0 < row["pct_of_ceiling"]
+    assert row["pct_of_ceiling"] > 0
     assert row["store_model"] == "write-allocate"
     assert "python -m suite scenario=fake_double" in row["command"] and "variants=[good]" in row["command"]
     assert '"numpy"' in row["versions"] and row["seed"] > 0

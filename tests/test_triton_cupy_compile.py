@@ -1,4 +1,4 @@
-"""The Triton and CuPy elementwise-chain kernels compile for sm_90 without a GPU, and their CUDA math is right.
+"""Triton and CuPy elementwise-chain kernels compile for sm_90 without a GPU, and their CUDA math is right.
 
 Triton's compiler cannot run where TRITON_INTERPRET=1 has turned `triton.jit` into the interpreter, so its
 kernels are compiled in a subprocess without it. CuPy's sources go through NVRTC and must use registers and
@@ -49,8 +49,8 @@ for dtype in ("fp32", "fp16"):
         with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
             ptx.write(k.asm["ptx"])
             ptx.flush()
-            log = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"],
-                                 capture_output=True, text=True, check=True)
+            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+            log = subprocess.run(command, capture_output=True, text=True, check=True)
         print(json.dumps({"dtype": dtype, "variant": name, "ops": ops, "cubin": len(k.asm.get("cubin", b"")),
                           "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
 """
@@ -136,7 +136,7 @@ def test_cupy_op_code_matches_reference_on_host(ops: list[str], tmp_path: Path) 
     x, y = inputs["x"], np.full(4099, np.nan, dtype=np.float32)
     run(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(x.size))
     ref = scenario.reference(inputs, params)
-    err, reason = judge(y, ref, scenario.tolerance(inputs, params, "float32", ref))
+    _, reason = judge(y, ref, scenario.tolerance(inputs, params, "float32", ref))
     assert not reason, reason
 
 
@@ -162,3 +162,23 @@ def test_parse_ptxas_reads_entries_and_out_of_line_functions() -> None:
     assert (k2.smem_bytes, k2.spill_bytes) == (512, 12)
     assert found["_Z3bigPfi"].registers == 0
     assert (found["old"].registers, found["old"].smem_bytes) == (10, 16)
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+@pytest.mark.parametrize("variant", ["fused", "unfused"])
+def test_cupy_entries_build_and_refuse_to_run_without_gpu(variant: str) -> None:
+    from backends.cupy import TARGET
+    from suite.registry import REGISTRY, KernelKey, discover
+    from suite.targets import COMPILE, NotRunnable
+
+    if TARGET.probe().mode != COMPILE:
+        pytest.skip(f"cupy is in {TARGET.probe().mode} mode: {TARGET.probe().reason}")
+    discover()
+    entry = REGISTRY.get(KernelKey("elementwise_chain", "cupy", variant, "cuda"))
+    assert entry is not None
+    x = TARGET.asarray(np.zeros(1000, dtype="float16"))
+    out = TARGET.empty((1000,), "float16")
+    launch = entry({"x": x}, out, {"n": 1000, "ops": ALL8}, {"block": 128, "stream": None})
+    with pytest.raises(NotRunnable, match=r"compiled for sm_90 through NVRTC \(\d+ registers, 0 spill bytes\)"):
+        launch()

@@ -50,7 +50,7 @@ def test_matches_reference(variant: str, ops: list[str], n: int, dtype: str) -> 
     ref = SCENARIO.reference(inputs, params)
     out = run(variant, inputs["x"], ops)
     assert out.dtype == np.dtype(dtype)
-    err, reason = judge(out, ref, SCENARIO.tolerance(inputs, params, dtype, ref))
+    _, reason = judge(out, ref, SCENARIO.tolerance(inputs, params, dtype, ref))
     assert not reason, f"{variant} {ops} n={n} {dtype}: {reason}"
 
 
@@ -62,7 +62,7 @@ def test_options_and_each_op_alone(variant: str) -> None:
         params = {"n": x.size, "ops": [op]}
         ref = SCENARIO.reference({"x": x}, params)
         out = run(variant, x, [op], {"block": 128, "num_warps": 2, "unknown": 1})
-        err, reason = judge(out, ref, SCENARIO.tolerance({"x": x}, params, "float32", ref))
+        _, reason = judge(out, ref, SCENARIO.tolerance({"x": x}, params, "float32", ref))
         assert not reason, f"{op}: {reason}"
 
 

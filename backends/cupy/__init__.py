@@ -34,21 +34,24 @@ _PROBE_SOURCE = 'extern "C" __global__ void probe(float* y) { y[threadIdx.x] = 1
 def _probe() -> Availability:
     if cupy is None:
         return Availability(UNAVAILABLE, "cupy is not installed (pip install cupy-cuda13x)")
-    gpu_error = ""
+    no_gpu = "no GPU"
     if cuda_device_count() > 0:
-        try:
-            cupy.arange(1).sum().item()
+        try:  # what the kernels need: NVRTC through CuPy, a launch, a copy back
+            y = cupy.zeros(32, dtype=np.float32)
+            cupy.RawKernel(_PROBE_SOURCE, "probe")((1,), (32,), (y,))
+            if float(y[0].get()) != 1.0:
+                raise RuntimeError("a trivial kernel did not write its output")
             name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
             return Availability(NATIVE, f"CuPy {cupy.__version__} on {name}")
         except Exception as exc:  # a GPU CuPy cannot use: fall back to compiling, and say why
-            gpu_error = f"; CuPy cannot use the GPU ({type(exc).__name__}: {exc})"
+            no_gpu = f"CuPy cannot use the GPU ({type(exc).__name__}: {exc})"
     from backends.cupy.build import compile_sm90
 
     try:
         compile_sm90(_PROBE_SOURCE, "probe")
     except Exception as exc:
-        return Availability(UNAVAILABLE, f"no usable GPU and NVRTC cannot compile ({exc}){gpu_error}")
-    return Availability(COMPILE, f"no GPU: CUDA sources compiled for sm_90 through NVRTC, not run{gpu_error}")
+        return Availability(UNAVAILABLE, f"{no_gpu}, and NVRTC cannot compile for sm_90 ({exc})")
+    return Availability(COMPILE, f"{no_gpu}: CUDA sources compiled for sm_90 through NVRTC, not run")
 
 
 class CupyTarget(Target):

@@ -8,7 +8,7 @@ unfused kernels: the traffic is the ledger's, the footprint two intermediates.
 
 float16 is stored as raw 16-bit words and converted with the PTX instructions cuda_fp16.h itself uses
 (cvt.f32.f16, cvt.rn.f16.f32), so no header is needed: NVRTC from the pip wheels has no include path to
-cuda_fp16.h. The ops use CUDA's accurate tanhf and expf (no fast-math), compiled the same way in both variants.
+cuda_fp16.h. The ops use CUDA's accurate tanhf and expf (no fast-math), the same in both variants.
 """
 
 from __future__ import annotations
@@ -120,5 +120,5 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Calla
     ops = params["ops"]
     scratch = [TARGET.empty(out.shape, np.dtype(out.dtype).name) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]
-    dsts = srcs[1:] + [out]
+    dsts = [*srcs[1:], out]
     return _launcher([(s, d, (op,)) for s, d, op in zip(srcs, dsts, ops, strict=True)], params["n"], opts)

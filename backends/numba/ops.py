@@ -186,8 +186,3 @@ CODECS: dict[str, tuple[Callable, Callable]] = {
     "float16": (half_to_float, float_to_half),
 }
 """dtype -> (load, store) between the stored element and the float32 the ops compute in (CPU target)."""
-
-
-def storage_dtype(dtype: str) -> str:
-    """The dtype a CPU kernel sees for an array of `dtype`: halves travel as their uint16 bits."""
-    return "uint16" if dtype == "float16" else dtype

@@ -56,7 +56,5 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Calla
     ops = params["ops"]
     scratch = [out.new_empty(out.shape) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]
-    dsts = srcs[1:] + [out]
-    return _launcher(
-        [(s, d, codes([op])) for s, d, op in zip(srcs, dsts, ops, strict=True)], params["n"], opts
-    )
+    dsts = [*srcs[1:], out]
+    return _launcher([(s, d, codes([op])) for s, d, op in zip(srcs, dsts, ops, strict=True)], params["n"], opts)

@@ -2,9 +2,9 @@
 
 Triton cannot loop over a Python list at run time, so a chain is a `tl.constexpr` tuple of op codes: the
 kernel unrolls it with `tl.static_range` and each step picks its op with a constexpr if/elif, which the
-compiler resolves away. Every distinct chain is therefore its own specialisation of one kernel, the fused
-kernel of a chain and the unfused kernel of each op run exactly the same op code, and the same source works
-in the interpreter and in the compiler (checked on Triton 3.6 and 3.9).
+compiler resolves away. Every chain is its own specialisation of one kernel, so the fused kernel and the
+unfused one-op kernels run exactly the same op code, and the same source works in the interpreter and in
+the compiler (checked on Triton 3.6 and 3.9).
 
 tanh is written with `exp` rather than libdevice's, which the interpreter lacks: an odd polynomial below
 |v| = 0.55 (where the exp form would cancel) and 1 - 2e/(1+e), e = exp(-2|v|), above it, which never

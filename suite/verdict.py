@@ -1,0 +1,111 @@
+"""The verdict in words: where fusion paid, from which size on, against what the ledger predicted, and why.
+
+Built from the fused/unfused pairs of `frames.speedups`. For each implementation and dtype it speaks about the
+case with the most to gain (the longest chain), names the size from which every measured speedup is ≥ 1.1×,
+says where the gain shrank, and uses the share of the measured copy ceiling each variant reached to say
+whether memory traffic explains the result. Other cases get one number each at the largest size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from suite.frames import BASELINE, GROUP, LOST, PAID, fmt_size, fmt_x, verdict
+
+SHRUNK = 0.6
+"""A gain below this fraction of its peak is called out as shrunk."""
+HEAVIEST = ["predicted", "series_rank", "bytes_modeled_base"]
+"""Cases ranked by what fusion can gain, then by traffic: the last one leads the verdict."""
+EXPLAINED = 0.75
+"""A measured speedup at least this fraction of the predicted one is explained by the bytes removed."""
+
+
+def verdicts(pairs: pd.DataFrame) -> str:
+    """One markdown bullet per (implementation, dtype, variant)."""
+    if pairs.empty:
+        return "Nothing was timed natively, so there is no measured speedup; the ledger gives the prediction."
+    out = []
+    for (impl, _, dtype, variant), group in pairs.groupby(GROUP):
+        lead = group.sort_values(HEAVIEST, kind="stable").iloc[-1]["series"]
+        line = group[group["series"] == lead].sort_values("size")
+        label = f"{impl}, {dtype}" + (f", {variant}" if variant != "fused" else "")
+        text = " ".join([_trend(line), _why(line), _others(group, lead)]).strip()
+        out.append(f"- **{label}** ({lead}): {text}")
+    return "\n".join(out)
+
+
+def _trend(line: pd.DataFrame) -> str:
+    """Where the lead case paid, from which size on, and how the gain changed with size."""
+    sp, sizes = line["speedup"].to_numpy(), line["size"].to_numpy()
+    axis, variant, pred = line["size_axis"].iloc[0], line["variant"].iloc[0], _range(line["predicted"])
+    start = next((i for i in range(len(sp)) if (sp[i:] >= PAID).all()), None)
+    if start is None:
+        if (sp <= LOST).all():
+            return f"{variant} lost to {BASELINE} at every size: {_range(sp)}, against a predicted {pred}."
+        if ((sp < PAID) & (sp > LOST)).all():
+            return f"{variant} and {BASELINE} were within 10% at every size ({_range(sp)}), predicted {pred}."
+        return f"no consistent result: {_range(sp)} across sizes, against a predicted {pred}."
+    where = f"from {axis} = {fmt_size(sizes[start])} up" if start else "at every size measured"
+    text = f"{variant} beat {BASELINE} {where}: {_range(sp[start:])}, against a predicted {pred}"
+    if start:
+        kinds = {verdict(v) for v in sp[:start]}
+        word = {"lost": "lost", "neutral": "was neutral"}.get(kinds.pop()) if len(kinds) == 1 else None
+        text += f"; below that it {word or 'was mixed'} ({_range(sp[:start])})"
+    return text + _shape(line.iloc[start:]) + "."
+
+
+def _shape(line: pd.DataFrame) -> str:
+    """Where the gain fell well below its peak among the sizes that paid, and the likely reason."""
+    sp, axis = line["speedup"].to_numpy(), line["size_axis"].iloc[0]
+    peak = int(np.argmax(sp))
+    low = next(i for i in range(peak + 1) if sp[i] >= SHRUNK * sp[peak])
+    if low:
+        small = line.iloc[:low]
+        cached = small["pct_of_ceiling_base"].max()
+        why = "fixed per-launch costs, not memory traffic, dominate there"
+        if cached > 100:
+            why = f"the {BASELINE} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
+            why += "intermediates were served from cache"
+        return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
+    if sp[-1] < SHRUNK * sp[peak]:
+        return f". The gain peaked at {fmt_x(sp[peak])} at {axis} = {fmt_size(line['size'].iloc[peak])}"
+    return ""
+
+
+def _why(line: pd.DataFrame) -> str:
+    """At the largest size: measured against predicted, and how near each variant came to the copy ceiling."""
+    last = line.iloc[-1]
+    if last["predicted"] < 1.05:
+        return "The ledger predicts no gain here: fusion removes no intermediate."
+    share = last["speedup"] / last["predicted"]
+    at = f"{last['size_axis']} = {fmt_size(last['size'])}"
+    text = f"At {at} the measured speedup was {share:.0%} of the predicted"
+    fused, base = last["pct_of_ceiling"], last["pct_of_ceiling_base"]
+    if np.isnan(fused) or np.isnan(base):
+        return text + "."
+    text += f"; {last['variant']} ran at {fused:.0f}% and {BASELINE} at {base:.0f}% of the copy ceiling"
+    if share > 1 / EXPLAINED:
+        return text + ", more than the bytes removed account for."
+    if share >= EXPLAINED:
+        return text + ", so the bytes removed explain the gain."
+    if fused < SHRUNK * base:
+        return text + (
+            f": {last['variant']} is limited by something other than memory traffic, "
+            "so the bytes removed buy less than modeled."
+        )
+    return text + "."
+
+
+def _others(group: pd.DataFrame, lead: str) -> str:
+    top = group[(group["size"] == group["size"].max()) & (group["series"] != lead)]
+    if top.empty:
+        return ""
+    top = top.sort_values(HEAVIEST, ascending=False, kind="stable")
+    each = [f"{fmt_x(r.speedup)} for {r.series} (predicted {fmt_x(r.predicted)})" for r in top.itertuples()]
+    return f"Other cases at {top['size_axis'].iloc[0]} = {fmt_size(top['size'].iloc[0])}: {', '.join(each)}."
+
+
+def _range(values: pd.Series | np.ndarray) -> str:
+    low, high = fmt_x(float(np.min(values))), fmt_x(float(np.max(values)))
+    return low if low == high else f"{low[:-1]}–{high}"

@@ -1,0 +1,77 @@
+"""Every registered kernel against the float64 reference on awkward shapes, into NaN-poisoned outputs.
+
+Parametrized from the registry, so a new kernel is tested the moment it is registered. Without a GPU, CUDA
+kernels run in the Triton interpreter and the Numba CUDA simulator; CuPy kernels are compiled for sm_90 only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from suite import numerics, registry, targets
+from suite import scenario as scenarios
+from suite.registry import KernelKey
+
+registry.discover()
+scenarios.discover()
+
+SEED = 20261129
+SHAPES = {
+    "elementwise_chain": [
+        {"n": 1, "ops": ["gelu"]},
+        {"n": 1000, "ops": ["scale", "gelu"]},
+        {"n": 4099, "ops": ["scale", "shift", "relu", "square", "tanh", "sigmoid", "silu", "gelu"]},
+    ],
+}
+
+
+def _params(key: KernelKey) -> list:
+    out = []
+    target = targets.TARGETS.get((key.backend, key.target))
+    avail = target.probe() if target else targets.Availability(targets.UNAVAILABLE, "no target")
+    for params in SHAPES.get(key.scenario, []):
+        for dtype in scenarios.SCENARIOS[key.scenario].dtypes:
+            marks = [pytest.mark.skipif(avail.mode == targets.UNAVAILABLE, reason=avail.reason)]
+            ident = f"{key.scenario}-{key.backend}-{key.target}-{key.variant}-{dtype}-{params}"
+            out.append(pytest.param(key, params, dtype, marks=marks, id=ident))
+    return out
+
+
+CASES = [p for key in registry.REGISTRY if key.scenario in SHAPES for p in _params(key)]
+
+
+@pytest.mark.parametrize(("key", "params", "dtype"), CASES)
+def test_kernel_matches_reference(key: KernelKey, params: dict, dtype: str) -> None:
+    scn = scenarios.SCENARIOS[key.scenario]
+    target = targets.TARGETS[(key.backend, key.target)]
+    inputs = scn.make_inputs(params, dtype, np.random.default_rng(SEED))
+    ref = scn.reference(inputs, params)
+    tol = scn.tolerance(inputs, params, dtype, ref)
+    out = target.empty(scn.output_shape(params), dtype)
+    target.poison(out)
+    opts = {"stream": None, "block": 128}
+    launch = registry.REGISTRY.get(key)({k: target.asarray(v) for k, v in inputs.items()}, out, params, opts)
+    if target.probe().mode == targets.COMPILE:
+        with pytest.raises(targets.NotRunnable, match="sm_90"):
+            launch()
+        return
+    launch()
+    target.synchronize()
+    host = np.asarray(target.to_host(out))
+    assert host.dtype == np.dtype(dtype) and host.shape == ref.shape
+    _err, problem = numerics.judge(host, ref, tol)
+    assert problem == "", f"{key} {dtype} {params}: {problem}"
+    launch()  # a second launch into the same buffers gives the same answer (no state left behind)
+    target.synchronize()
+    assert numerics.rel_err(np.asarray(target.to_host(out)), host) == 0.0
+
+
+def test_every_scenario_has_fused_and_unfused_in_every_backend() -> None:
+    for name in scenarios.SCENARIOS:
+        if name not in SHAPES:
+            continue
+        for backend, device in [("numba", "cpu"), ("numba", "cuda"), ("triton", "cuda"), ("cupy", "cuda")]:
+            for variant in ("fused", "unfused"):
+                key = KernelKey(name, backend, variant, device)
+                assert registry.REGISTRY.get(key) is not None or backend in registry.REGISTRY.load_errors, key
