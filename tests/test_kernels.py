@@ -38,7 +38,7 @@ def _params(key: KernelKey) -> list:
     return out
 
 
-CASES = [p for key in registry.REGISTRY if key.scenario in SHAPES for p in _params(key)]
+CASES = [p for key in registry.REGISTRY.keys() if key.scenario in SHAPES for p in _params(key)]
 
 
 @pytest.mark.parametrize(("key", "params", "dtype"), CASES)
