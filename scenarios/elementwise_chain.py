@@ -71,6 +71,12 @@ class ElementwiseChain(Scenario):
         "L": {"n": [2**22, 2**24, 2**26, 2**27], "ops": [["scale"], CHEAP4, CHEAP4 * 4, ALL8, ALL8 + ALL8]},
     }
 
+    checks = [
+        {"n": 1, "ops": ["gelu"]},
+        {"n": 1000, "ops": ["scale", "gelu"]},
+        {"n": 4099, "ops": ALL8},
+    ]
+
     def check(self, params: Params) -> None:
         n, ops = params["n"], params["ops"]
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:

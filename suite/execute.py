@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from suite import numerics, targets
+from suite import fusion, numerics, targets
 from suite.config import TimingConfig
 from suite.ledger import STORE_MODEL
 from suite.registry import REGISTRY, KernelKey
@@ -41,6 +41,8 @@ class Job:
     io_dir: str | None = None
     skip: set[tuple[str, str, str]] = field(default_factory=set)
     """(backend, device, variant) already in the table (resume)."""
+    strict: bool = False
+    """Variants were named by the user: a backend lacking one gets an `unsupported` row instead of silence."""
 
     def impls(self) -> list[tuple[str, str, str]]:
         """What to run: each backend on each requested device it has a target for, each variant."""
@@ -49,7 +51,13 @@ class Job:
             devices = [d for d in self.devices if (backend, d) in targets.TARGETS]
             if not devices and backend in REGISTRY.load_errors:
                 devices = [""]  # the backend did not load: one row per variant says why
-            out += [(backend, d, v) for d in devices for v in self.variants if (backend, d, v) not in self.skip]
+            out += [
+                (backend, d, v)
+                for d in devices
+                for v in self.variants
+                if (backend, d, v) not in self.skip
+                and (self.strict or not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d)) is not None)
+            ]
         return out
 
 
@@ -61,6 +69,7 @@ class Impl:
     run_params: Params = field(default_factory=dict)
     launcher: Any = None
     out: np.ndarray | None = None
+    timing: Any = None
 
 
 def case_seed(base: int, scenario: str, params: Params, dtype: str) -> int:
@@ -185,9 +194,45 @@ def _time(impls: list[Impl], job: Job, cuda_clock: CudaClock | None) -> None:
         results = measure_interleaved({k: i.launcher for k, i in group.items()}, clock, job.timing)
         for k, impl in group.items():
             t, row = results[k], impl.row
+            impl.timing = t
             row.time_ms, row.time_min_ms, row.reps = t.median, min(t.times_ms), t.reps
             row.time_q1_ms, row.time_q3_ms = t.quantile(0.25), t.quantile(0.75)
             row.cold_cache = job.timing.cold_cache if device == "cpu" else True
+
+
+def _rates(impls: list[Impl], ceilings: dict[str, float]) -> None:
+    """GB/s (bytes read + written, as the ceiling's copy counts them) and share of the device's ceiling."""
+    for impl in impls:
+        row = impl.row
+        if row.mode == targets.NATIVE:
+            row.ceiling_gbps = ceilings.get(impl.key.target)
+        if row.time_ms and row.bytes_read is not None:
+            row.gbps = (row.bytes_read + row.bytes_written) / (row.time_ms * 1e-3) / 1e9
+            row.pct_of_ceiling = 100.0 * row.gbps / row.ceiling_gbps if row.ceiling_gbps else None
+        if row.time_ms and row.flops_modeled:
+            row.extra["gflops"] = row.flops_modeled / (row.time_ms * 1e-3) / 1e9
+
+
+def _compare(impls: list[Impl], scn: Scenario, seed: int) -> None:
+    """Paired speedup, interval verdict and fusion efficiency of each (candidate, baseline) pair."""
+    timed = {(i.key.backend, i.key.target, i.key.variant): i for i in impls if i.timing is not None}
+    for (backend, device, variant), cand in timed.items():
+        for candidate, baseline in scn.pairs:
+            base = timed.get((backend, device, baseline))
+            if candidate != variant or base is None:
+                continue
+            c = fusion.compare(base.timing.times_ms, cand.timing.times_ms, seed)
+            row = cand.row
+            row.baseline, row.speedup, row.speedup_lo, row.speedup_hi, row.verdict = (
+                baseline,
+                c.speedup,
+                c.lo,
+                c.hi,
+                c.verdict,
+            )
+            if base.row.bytes_read is not None and row.bytes_read is not None:
+                removed = (base.row.bytes_read + base.row.bytes_written) - (row.bytes_read + row.bytes_written)
+                row.fusion_efficiency = fusion.efficiency(base.row.time_ms, row.time_ms, removed, row.ceiling_gbps or 0)
 
 
 def _ledger(impl: Impl, scn: Scenario, job: Job) -> None:
@@ -215,7 +260,12 @@ def _save_io(impl: Impl, job: Job, data: Inputs) -> None:
 
 
 def execute(
-    job: Job, scn: Scenario, base_row: dict[str, Any], cuda_clock: CudaClock | None = None, notify: Any = None
+    job: Job,
+    scn: Scenario,
+    base_row: dict[str, Any],
+    ceilings: dict[str, float],
+    cuda_clock: CudaClock | None = None,
+    notify: Any = None,
 ) -> list[Row]:
     """Run every implementation of one case and return its rows (without ceilings: the caller adds those).
 
@@ -239,6 +289,8 @@ def execute(
     _peers(impls)
     notify(None)
     _time(impls, job, cuda_clock)
+    _rates(impls, ceilings)
+    _compare(impls, scn, seed)
     for impl in impls:
         if impl.row.status == "ok" and impl.row.mode != targets.NATIVE and not impl.row.reason:
             impl.row.reason = "not timed"

@@ -23,6 +23,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from suite import extras
 from suite.frames import BASELINE, chart_name, dtype_rank, short_label, speedups, tidy, timed
 
 DPI = 120
@@ -53,6 +54,9 @@ def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             if ratios["order"].nunique() > 1:
                 path = outdir / chart_name("speedup_vs_chain", scenario)
                 written.append(_save(chain_chart(ratios, colors), path))
+        for scenario, sub in data.groupby("scenario"):
+            for extra in extras.charts(str(scenario)):
+                written += extra(sub, outdir)
     return written
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite import extras
 from suite.frames import BASELINE, CHART_KINDS, LOST, PAID, chart_name, fmt_size, fmt_x, speedups, tidy
 from suite.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.verdict import verdicts
@@ -92,6 +93,12 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
         if chart_name(kind, name) in named:
             link = Path(os.path.relpath(named[chart_name(kind, name)], outdir)).as_posix()
             parts.append(f"![{CAPTIONS[kind]}]({link})")
+    generic = {chart_name(kind, name) for kind in CHART_KINDS}
+    for path in charts:
+        if path.name.endswith(f"_{name}.png") and path.name not in generic:
+            caption = path.stem.removesuffix(f"_{name}").replace("_", " ")
+            parts.append(f"![{caption}]({Path(os.path.relpath(path, outdir)).as_posix()})")
+    parts += [section(rows) for section in extras.sections(name)]
     parts += ["### Timings", _details(f"All {len(rows)} rows", _summary_table(rows, axis))]
     parts += ["### Traffic ledger", _ledger_table(rows, axis)]
     return "\n\n".join(parts)

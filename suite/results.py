@@ -58,6 +58,22 @@ class Row:
     tolerance: float | None = None
     peer_err: float | None = None
     """Largest relative difference from the other implementations of the same case."""
+    baseline: str = ""
+    """The variant this row is compared with (fused against unfused), on the same backend and device."""
+    speedup: float | None = None
+    """Median over interleaved rounds of baseline time / this row's time."""
+    speedup_lo: float | None = None
+    speedup_hi: float | None = None
+    """Bootstrap 95% interval of `speedup`."""
+    verdict: str = ""
+    """pays, neutral or loses: from the interval, see suite.fusion."""
+    fusion_efficiency: float | None = None
+    """Time saved over the time the ledger's removed bytes take at the measured ceiling."""
+    regs: int | None = None
+    spill_bytes: int | None = None
+    smem_bytes: int | None = None
+    occupancy: float | None = None
+    """Resources of the variant's worst kernel, compiled for sm_90 (CUDA targets only; see `extra.kernels`)."""
     checked_params: str = ""
     """Params of the numerics check when it ran on a smaller slice than the case (emulation), else empty."""
     seed: int | None = None

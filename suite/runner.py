@@ -44,6 +44,7 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
                     options,
                     str(outdir / "io") if cfg.save_io else None,
                     skip,
+                    strict=bool(cfg.variants),
                 )
             )
     return out

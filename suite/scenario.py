@@ -24,6 +24,8 @@ class Scenario:
     inputs: ClassVar[tuple[str, ...]]
     variants: ClassVar[tuple[str, ...]] = ("fused", "unfused")
     baseline: ClassVar[str] = "unfused"
+    pairs: ClassVar[tuple[tuple[str, str], ...]] = (("fused", "unfused"), ("library", "unfused"))
+    """(candidate, baseline) variant pairs that get a paired speedup and a verdict on the same backend/device."""
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
     axes: ClassVar[tuple[str, ...]]
     """Parameter names; each is a sweep axis in the config and a key of `params` in results.csv."""
@@ -31,6 +33,8 @@ class Scenario:
     """Preset name -> value lists per axis: `S` (tests), `M` (the default run), `L`."""
     size_axis: ClassVar[str]
     """The axis charts put on x when they plot against problem size."""
+    checks: ClassVar[list[Params]] = []
+    """Small, awkward cases every kernel is tested on (tests/test_kernels.py), emulated kernels included."""
 
     def cases(self, axes: dict[str, list[Any]]) -> list[Params]:
         """The cartesian product of the axes' value lists, each case checked."""

@@ -57,21 +57,17 @@ class Session:
             from suite.timing import CudaClock
 
             self.cuda_clock = CudaClock()
-        rows = execute(job, scenarios.get(job.scenario), self.base, self.cuda_clock, notify)
+        ceilings = {d: c.gbps for d, c in self.ceilings.items()}
+        rows = execute(job, scenarios.get(job.scenario), self.base, ceilings, self.cuda_clock, notify)
         for row in rows:
             self.finish(row)
         return rows
 
     def finish(self, row: Row) -> None:
-        row.device_name = self.device_names.get(row.device, "") if row.mode == targets.NATIVE else "host (emulated)"
-        top = self.ceilings.get(row.device)
-        if top is not None and row.mode == targets.NATIVE:
-            row.ceiling_gbps = top.gbps
-        if row.time_ms and row.bytes_read is not None:
-            row.gbps = (row.bytes_read + row.bytes_written) / (row.time_ms * 1e-3) / 1e9
-            row.pct_of_ceiling = 100.0 * row.gbps / row.ceiling_gbps if row.ceiling_gbps else None
-        if row.time_ms and row.flops_modeled:
-            row.extra["gflops"] = row.flops_modeled / (row.time_ms * 1e-3) / 1e9
+        names = {targets.EMULATED: "host (emulated)", targets.COMPILE: "sm_90 (compiled, not run)"}
+        row.device_name = (
+            self.device_names.get(row.device, "") if row.mode == targets.NATIVE else names.get(row.mode, "")
+        )
 
     def info(self) -> dict[str, Any]:
         return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu}

@@ -1,0 +1,74 @@
+"""torch as the library rival: its tuned kernels (layer_norm, softmax, scaled_dot_product_attention, matmul)
+registered as variant `library`, on the CPU and, where a GPU answers, on CUDA.
+
+Hand-written fused kernels are only worth their upkeep if they stand near the tuned library kernel; these rows
+put that kernel on the same inputs, checked and timed the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+
+
+class TorchCPU(Target):
+    backend, device = "torch", "cpu"
+
+    def probe(self) -> Availability:
+        return Availability(NATIVE, f"torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads)")
+
+    def asarray(self, a: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return torch.empty(shape, dtype=getattr(torch, dtype))
+
+    def poison(self, a: Any) -> None:
+        a.fill_(float("nan"))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return a.numpy()
+
+
+class TorchCUDA(TorchCPU):
+    backend, device = "torch", "cuda"
+
+    def probe(self) -> Availability:
+        if cuda_device_count() > 0 and torch.cuda.is_available():
+            return Availability(NATIVE, f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+        return Availability(UNAVAILABLE, "no CUDA device: torch's GPU kernels cannot run here")
+
+    def asarray(self, a: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+
+    def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return torch.empty(shape, dtype=getattr(torch, dtype), device="cuda")
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return a.cpu().numpy()
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+    def free_bytes(self) -> int | None:
+        return int(torch.cuda.mem_get_info()[0])
+
+
+@contextlib.contextmanager
+def on_stream(opts: dict[str, Any]) -> Iterator[None]:
+    """Run torch work on the suite's shared CUDA stream when one is given (GPU runs), else as is."""
+    if opts.get("stream") is None:
+        yield
+        return
+    with torch.cuda.stream(torch.cuda.ExternalStream(opts["stream"])):
+        yield
+
+
+register_target(TorchCPU())
+register_target(TorchCUDA())
