@@ -26,6 +26,8 @@ class Ceiling:
     gbps: float
     method: str
     bytes_per_copy: int
+    cache_bytes: int = 0
+    """The device's last cache level (CPU LLC, GPU L2): working sets below it may never reach memory."""
 
 
 def _cpu_copies(n: int) -> dict[str, Callable[[], None]]:
@@ -91,12 +93,14 @@ def measure(device: str) -> Ceiling:
     Measured once per process: a worker restarted after a crash is handed the first measurement.
     """
     if device == "cpu":
-        n = min(max(last_level_cache_bytes() // 4, 1 << 25), 1 << 28)  # each buffer ≥ the LLC
+        cache = last_level_cache_bytes()
+        n = min(max(cache // 4, 1 << 25), 1 << 28)  # each buffer ≥ the LLC
         clock: CpuClock | CudaClock = CpuClock()
         copies = _cpu_copies(n)
     else:
         from suite import cuda_driver
 
+        cache = cuda_driver.l2_bytes()
         n = 1 << 28
         clock = CudaClock()
         copies = _cuda_copies(n, cuda_driver.shared_stream())
@@ -105,4 +109,4 @@ def measure(device: str) -> Ceiling:
     timings = measure_interleaved(dict(copies), clock, COPY_TIMING)
     moved = 2 * n * 4
     best = min(timings, key=lambda k: timings[k].median)
-    return Ceiling(device, moved / (timings[best].median * 1e-3) / 1e9, str(best), moved)
+    return Ceiling(device, moved / (timings[best].median * 1e-3) / 1e9, str(best), moved, cache)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from suite import fusion, numerics, targets
+from suite.ceiling import Ceiling
 from suite.config import TimingConfig
 from suite.ledger import STORE_MODEL
 from suite.registry import REGISTRY, KernelKey
@@ -200,12 +201,13 @@ def _time(impls: list[Impl], job: Job, cuda_clock: CudaClock | None) -> None:
             row.cold_cache = job.timing.cold_cache if device == "cpu" else True
 
 
-def _rates(impls: list[Impl], ceilings: dict[str, float]) -> None:
+def _rates(impls: list[Impl], ceilings: dict[str, Ceiling]) -> None:
     """GB/s (bytes read + written, as the ceiling's copy counts them) and share of the device's ceiling."""
     for impl in impls:
         row = impl.row
-        if row.mode == targets.NATIVE:
-            row.ceiling_gbps = ceilings.get(impl.key.target)
+        top = ceilings.get(impl.key.target)
+        if row.mode == targets.NATIVE and top is not None:
+            row.ceiling_gbps, row.cache_bytes = top.gbps, top.cache_bytes
         if row.time_ms and row.bytes_read is not None:
             row.gbps = (row.bytes_read + row.bytes_written) / (row.time_ms * 1e-3) / 1e9
             row.pct_of_ceiling = 100.0 * row.gbps / row.ceiling_gbps if row.ceiling_gbps else None
@@ -263,7 +265,7 @@ def execute(
     job: Job,
     scn: Scenario,
     base_row: dict[str, Any],
-    ceilings: dict[str, float],
+    ceilings: dict[str, Ceiling],
     cuda_clock: CudaClock | None = None,
     notify: Any = None,
 ) -> list[Row]:

@@ -39,9 +39,18 @@ NUMERIC = [
     "tolerance",
     "peer_err",
     "seed",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "fusion_efficiency",
+    "regs",
+    "spill_bytes",
+    "smem_bytes",
+    "occupancy",
+    "cache_bytes",
 ]
 PAID, LOST = 1.1, 0.9
-"""A speedup at or above PAID means fusion paid; at or below LOST it lost; in between it was neutral."""
+"""Without a paired interval (rows from before it existed), a speedup ≥ PAID pays, ≤ LOST loses."""
 BASELINE = "unfused"
 CASE = ["scenario", "params", "dtype", "backend", "device"]
 """Columns shared by the variants of one (case, implementation) pair."""
@@ -146,29 +155,63 @@ def timed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """One row per (case, implementation, non-baseline variant) with measured and predicted speedup.
+    """One row per (case, implementation, compared variant) with measured and predicted speedup.
 
-    Repeated rows of one key (several runs merged) are reduced to their median first. speedup_lo/hi span the
-    interquartile ranges: baseline q1 over variant q3, baseline q3 over variant q1.
+    A row names its own baseline (fused against unfused, tiled against unblocked); rows that do not are
+    compared with `baseline`. Measured speedup, its interval and the verdict are the runner's paired ones
+    (interleaved rounds, bootstrap interval: see suite.fusion) where present; otherwise the ratio of medians,
+    an interquartile span and the PAID/LOST thresholds. Repeated rows of one key are reduced to their median.
     """
-    rows = timed(frame)
-    labels = ["impl", "size_axis", "series", "order", "series_rank", "dtype_rank"]
-    cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling"]
-    med = rows.groupby([*CASE, *labels, "variant"], as_index=False)[cols].median()
-    base = med[med["variant"] == baseline][[*CASE, *cols[1:]]]
-    pairs = med[med["variant"] != baseline].merge(base, on=CASE, suffixes=("", "_base"))
-    pairs["speedup"] = pairs["time_ms_base"] / pairs["time_ms"]
-    pairs["speedup_lo"] = (pairs["time_q1_ms_base"] / pairs["time_q3_ms"]).fillna(pairs["speedup"])
-    pairs["speedup_hi"] = (pairs["time_q3_ms_base"] / pairs["time_q1_ms"]).fillna(pairs["speedup"])
+    rows = timed(frame).copy()
+    rows["baseline"] = rows["baseline"].where(rows["baseline"] != "", baseline)
+    labels = ["impl", "size_axis", "series", "order", "series_rank", "dtype_rank", "baseline"]
+    cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling", *PAIRED, *RESOURCES]
+    med = rows.groupby([*CASE, *labels, "variant"], as_index=False, dropna=False)[cols].median()
+    verdicts = rows.groupby([*CASE, "variant"])["verdict"].agg(lambda v: v.mode().iloc[0] if len(v) else "")
+    base = med[[*CASE, "variant", *cols[1:]]].rename(columns={"variant": "baseline"})
+    pairs = med[med["variant"] != med["baseline"]].merge(base, on=[*CASE, "baseline"], suffixes=("", "_base"))
+    pairs = pairs.merge(verdicts.rename("verdict").reset_index(), on=[*CASE, "variant"], how="left")
+    ratio = pairs["time_ms_base"] / pairs["time_ms"]
+    paired = pairs["speedup"].notna()
+    pairs["speedup"] = pairs["speedup"].where(paired, ratio)
+    pairs["speedup_lo"] = pairs["speedup_lo"].where(paired, pairs["time_q1_ms_base"] / pairs["time_q3_ms"])
+    pairs["speedup_hi"] = pairs["speedup_hi"].where(paired, pairs["time_q3_ms_base"] / pairs["time_q1_ms"])
+    pairs["speedup_lo"] = pairs["speedup_lo"].fillna(pairs["speedup"])
+    pairs["speedup_hi"] = pairs["speedup_hi"].fillna(pairs["speedup"])
     pairs["predicted"] = pairs["bytes_modeled_base"] / pairs["bytes_modeled"]
-    pairs["verdict"] = pairs["speedup"].map(verdict)
+    fallback = pairs["speedup"].map(verdict)
+    pairs["verdict"] = pairs["verdict"].where(pairs["verdict"].isin(VERDICTS), fallback)
     return pairs.sort_values(["scenario", *GROUP, "series_rank", "size"], ignore_index=True)
+
+
+def crossover(line: pd.DataFrame) -> float | None:
+    """The smallest size from which every larger measured size pays (one case, implementation, dtype)."""
+    line = line.sort_values("size")
+    said, sizes = line["verdict"].to_numpy(), line["size"].to_numpy()
+    start = next((i for i in range(len(said)) if (said[i:] == "pays").all()), None)
+    return None if start is None else float(sizes[start])
+
+
+def crossovers(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scenario, series, dtype, implementation, variant) swept over at least two sizes."""
+    keys = ["scenario", "series", "dtype", "impl", "variant", "baseline", "size_axis"]
+    out = []
+    for key, line in pairs.groupby(keys):
+        if line["size"].nunique() > 1:
+            out.append({**dict(zip(keys, key, strict=True)), "pays_from": crossover(line),
+                        "sizes": len(line), "largest": line["size"].max()})  # fmt: skip
+    return pd.DataFrame(out, columns=[*keys, "pays_from", "sizes", "largest"])
+
+
+PAIRED = ["speedup", "speedup_lo", "speedup_hi", "fusion_efficiency"]
+RESOURCES = ["spill_bytes", "occupancy", "regs", "launches", "bytes_read", "bytes_written", "cache_bytes"]
+VERDICTS = ("pays", "neutral", "loses")
 
 
 def verdict(speedup: float) -> str:
     if speedup >= PAID:
-        return "paid"
-    return "lost" if speedup <= LOST else "neutral"
+        return "pays"
+    return "loses" if speedup <= LOST else "neutral"
 
 
 def fmt_size(n: float) -> str:

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite import extras
-from suite.frames import BASELINE, chart_name, dtype_rank, short_label, speedups, tidy, timed
+from suite.frames import BASELINE, chart_name, crossover, dtype_rank, fmt_size, short_label, speedups, tidy, timed
 
 DPI = 120
 MAX_COLS = 4
@@ -87,6 +87,7 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             _, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["size"], line["speedup"], marker=marker, color=colors[impl], ms=5)
             ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
+            _mark_crossover(ax, line, colors[impl])
         _predicted(ax, data, "size")
 
     legend = {**_impl_handles(colors), **_measured_handles(pairs), **_predicted_handles(pairs)}
@@ -200,6 +201,15 @@ def _pick_columns(data: pd.DataFrame, col: str) -> list[str]:
         return order
     step = (len(order) - 1) / (MAX_COLS - 1)
     return [order[round(i * step)] for i in range(MAX_COLS)]
+
+
+def _mark_crossover(ax: plt.Axes, line: pd.DataFrame, color: tuple) -> None:
+    """A dotted vertical line where fusion starts to pay for good (when it did not pay at the smallest size)."""
+    where = crossover(line)
+    if where is not None and where > line["size"].min():
+        ax.axvline(where, color=color, ls=":", lw=1.2)
+        ax.annotate(f"pays from {fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"),
+                    color=color, fontsize=7, rotation=90, ha="right", va="bottom")  # fmt: skip
 
 
 def _predicted(ax: plt.Axes, data: pd.DataFrame, x: str) -> None:

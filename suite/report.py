@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite import extras
-from suite.frames import BASELINE, CHART_KINDS, LOST, PAID, chart_name, fmt_size, fmt_x, speedups, tidy
+from suite.frames import BASELINE, CHART_KINDS, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
 from suite.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.verdict import verdicts
 
@@ -58,8 +58,11 @@ def _header(data: pd.DataFrame) -> str:
         f"natively. {emulated} emulated rows (numerics checked in the Triton interpreter / Numba CUDA "
         f"simulator, not timed); {compiled} compile-only rows (built for sm_90, not run); "
         f"{other_bad} other rows not ok (listed at "
-        "the end). Paid means a measured speedup ≥ "
-        f"{PAID}×, lost ≤ {LOST}×; predicted is the ledger's byte ratio under each device's store model.",
+        "the end). Each verdict comes from the paired, interleaved repetitions of the two variants: *pays* "
+        "when the 95% bootstrap interval of the median speedup lies above 1 (and beyond a ±2% band of "
+        "practical equivalence), *loses* when it lies below, *neutral* otherwise; predicted is the ledger's "
+        "byte ratio under each device's store model, and efficiency is the time fusion saved over the time "
+        "the removed bytes take at the measured copy ceiling.",
         "## Provenance",
         _devices(data),
         f"- git revision: {_distinct(data['git_rev'], code=True)}",
@@ -87,7 +90,8 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     name = rows["scenario"].iloc[0]
     axis = rows["size_axis"].iloc[0]
     parts = [f"## {name}", "### Verdict", verdicts(pairs)]
-    parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis), "### Charts"]
+    parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis)]
+    parts += ["### Crossover", _crossover_table(pairs), "### Charts"]
     named = {p.name: p for p in charts}
     for kind in CHART_KINDS:
         if chart_name(kind, name) in named:
@@ -104,6 +108,19 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     return "\n\n".join(parts)
 
 
+def _crossover_table(pairs: pd.DataFrame) -> str:
+    """Per case swept over size: the smallest size from which the variant pays at every larger size."""
+    table = crossovers(pairs)
+    if table.empty:
+        return "No case was swept over more than one size."
+    rows = [
+        [r.series, r.dtype, r.impl, f"{r.variant} vs {r.baseline}",
+         f"{r.size_axis} ≥ {fmt_size(r.pays_from)}" if pd.notna(r.pays_from) else f"never (up to {fmt_size(r.largest)})"]
+        for r in table.itertuples()
+    ]  # fmt: skip
+    return _table(["case", "dtype", "backend/device", "comparison", "fusion pays from"], rows)
+
+
 def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
     head = [
         "case",
@@ -111,10 +128,12 @@ def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
         "dtype",
         "backend/device",
         "variant",
-        f"{BASELINE} ms",
+        "baseline",
+        "baseline ms",
         "variant ms",
-        "measured",
+        "measured (95% interval)",
         "predicted",
+        "efficiency",
         "verdict",
     ]
     rows = [
@@ -124,10 +143,12 @@ def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
             r.dtype,
             r.impl,
             r.variant,
+            r.baseline,
             _num(r.time_ms_base),
             _num(r.time_ms),
-            fmt_x(r.speedup),
+            f"{fmt_x(r.speedup)} ({fmt_x(r.speedup_lo)}–{fmt_x(r.speedup_hi)})",
             fmt_x(r.predicted),
+            _num(r.fusion_efficiency, "{:.2f}"),
             r.verdict,
         ]
         for r in pairs.itertuples()

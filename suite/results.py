@@ -54,6 +54,8 @@ class Row:
     intermediates_removed: int | None = None
     bytes_saved: int | None = None
     ceiling_gbps: float | None = None
+    cache_bytes: int | None = None
+    """The device's last cache level: unfused intermediates smaller than this may never reach memory."""
     pct_of_ceiling: float | None = None
     tolerance: float | None = None
     peer_err: float | None = None

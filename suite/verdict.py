@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.frames import BASELINE, GROUP, LOST, PAID, fmt_size, fmt_x, verdict
+from suite.causes import causes, needs_cause
+from suite.frames import BASELINE, GROUP, fmt_size, fmt_x
 
 SHRUNK = 0.6
 """A gain below this fraction of its peak is called out as shrunk."""
@@ -30,27 +31,28 @@ def verdicts(pairs: pd.DataFrame) -> str:
         lead = group.sort_values(HEAVIEST, kind="stable").iloc[-1]["series"]
         line = group[group["series"] == lead].sort_values("size")
         label = f"{impl}, {dtype}" + (f", {variant}" if variant != "fused" else "")
-        text = " ".join([_trend(line), _why(line), _others(group, lead)]).strip()
+        text = " ".join([_trend(line), _why(line), _cause(line, pairs), _others(group, lead)]).strip()
         out.append(f"- **{label}** ({lead}): {text}")
     return "\n".join(out)
 
 
 def _trend(line: pd.DataFrame) -> str:
     """Where the lead case paid, from which size on, and how the gain changed with size."""
-    sp, sizes = line["speedup"].to_numpy(), line["size"].to_numpy()
+    sp, sizes, said = line["speedup"].to_numpy(), line["size"].to_numpy(), line["verdict"].to_numpy()
     axis, variant, pred = line["size_axis"].iloc[0], line["variant"].iloc[0], _range(line["predicted"])
-    start = next((i for i in range(len(sp)) if (sp[i:] >= PAID).all()), None)
+    base = line["baseline"].iloc[0] if "baseline" in line else BASELINE
+    start = next((i for i in range(len(sp)) if (said[i:] == "pays").all()), None)
     if start is None:
-        if (sp <= LOST).all():
-            return f"{variant} lost to {BASELINE} at every size: {_range(sp)}, against a predicted {pred}."
-        if ((sp < PAID) & (sp > LOST)).all():
-            return f"{variant} and {BASELINE} were within 10% at every size ({_range(sp)}), predicted {pred}."
+        if (said == "loses").all():
+            return f"{variant} lost to {base} at every size: {_range(sp)}, against a predicted {pred}."
+        if (said == "neutral").all():
+            return f"{variant} and {base} were indistinguishable at every size ({_range(sp)}), predicted {pred}."
         return f"no consistent result: {_range(sp)} across sizes, against a predicted {pred}."
     where = f"from {axis} = {fmt_size(sizes[start])} up" if start else "at every size measured"
-    text = f"{variant} beat {BASELINE} {where}: {_range(sp[start:])}, against a predicted {pred}"
+    text = f"{variant} beat {base} {where}: {_range(sp[start:])}, against a predicted {pred}"
     if start:
-        kinds = {verdict(v) for v in sp[:start]}
-        word = {"lost": "lost", "neutral": "was neutral"}.get(kinds.pop()) if len(kinds) == 1 else None
+        kinds = set(said[:start])
+        word = {"loses": "lost", "neutral": "was neutral"}.get(kinds.pop()) if len(kinds) == 1 else None
         text += f"; below that it {word or 'was mixed'} ({_range(sp[:start])})"
     return text + _shape(line.iloc[start:]) + "."
 
@@ -95,6 +97,19 @@ def _why(line: pd.DataFrame) -> str:
             "so the bytes removed buy less than modeled."
         )
     return text + "."
+
+
+def _cause(line: pd.DataFrame, pairs: pd.DataFrame) -> str:
+    """At the largest size, when fusion did not pay or realised little of its prediction: the likely causes."""
+    last = line.iloc[-1]
+    if not needs_cause(last):
+        return ""
+    same = (pairs["params"] == last["params"]) & (pairs["dtype"] == last["dtype"]) & (pairs["impl"] == last["impl"])
+    library = pairs[same & (pairs["variant"] == "library")]["time_ms"]
+    found = causes(last, float(library.iloc[0]) if len(library) else None)
+    if not found:
+        return "No cause stands out in the evidence (spills, occupancy, library, launch costs, caches, compute)."
+    return "Likely cause: " + "; ".join(found) + "."
 
 
 def _others(group: pd.DataFrame, lead: str) -> str:

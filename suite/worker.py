@@ -57,8 +57,7 @@ class Session:
             from suite.timing import CudaClock
 
             self.cuda_clock = CudaClock()
-        ceilings = {d: c.gbps for d, c in self.ceilings.items()}
-        rows = execute(job, scenarios.get(job.scenario), self.base, ceilings, self.cuda_clock, notify)
+        rows = execute(job, scenarios.get(job.scenario), self.base, self.ceilings, self.cuda_clock, notify)
         for row in rows:
             self.finish(row)
         return rows

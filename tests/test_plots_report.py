@@ -204,7 +204,7 @@ def test_speedup_pairing_by_hand() -> None:
     assert pairs.loc["fused", "speedup"] == pytest.approx(3.0)
     assert pairs.loc["library", "speedup"] == pytest.approx(2.0)
     assert pairs.loc["fused", "predicted"] == pytest.approx(2.0)
-    assert pairs.loc["fused", "verdict"] == "paid"
+    assert pairs.loc["fused", "verdict"] == "pays"
     assert pairs.loc["fused", "series"] == "scale→gelu"
 
 
