@@ -108,17 +108,19 @@ class ElementwiseChain(Scenario):
         return {"unfused": VariantLedger("unfused", unfused), "fused": VariantLedger("fused", fused, removed)}
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, within limits.
+        """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, never below BASE_TOL.
 
         The error a correct kernel makes depends on how the chain amplifies rounding (square doubles relative
-        error, shift can cancel), so the tolerance is measured on the same inputs rather than guessed.
+        error, shift can cancel), so the tolerance is measured on the same inputs rather than guessed. Where
+        storage in `dtype` overflows, no tolerance can rescue the case: the base one stands and the overflow
+        shows as a mismatch.
         """
         v = inputs["x"]
         with np.errstate(over="ignore", invalid="ignore"):
             for op in params["ops"]:
                 v = OPS[op](v.astype(np.float32)).astype(dtype)
             own = rel_err(v, ref)
-        return float(np.clip(4.0 * own, BASE_TOL[dtype], 0.05))
+        return max(4.0 * own, BASE_TOL[dtype]) if np.isfinite(own) else BASE_TOL[dtype]
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         return {**params, "n": min(params["n"], max_elements)}

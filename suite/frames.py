@@ -67,7 +67,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size),
     order (chain length, for sorting), dtype_rank; pct_of_ceiling filled in where a ceiling was measured."""
     out = frame.copy()
-    for col in COLUMNS:
+    for col in [*COLUMNS, *NUMERIC]:  # tables written by older versions lack the newer columns
         if col not in out:
             out[col] = None
     for col in NUMERIC:

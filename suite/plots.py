@@ -98,7 +98,7 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
 
 
 def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Achieved bandwidth (ledger bytes / median time) against size, under the copy ceiling of the run."""
+    """Achieved bandwidth (bytes read + written / median time) against size, under the run's copy ceiling."""
     ceilings = rows["ceiling_gbps"].dropna()
     wide = rows["gbps"].max() / rows["gbps"].min() > 100 or (len(ceilings) and ceilings.max() / ceilings.min() > 10)
 
@@ -121,14 +121,16 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             )
         if wide:  # a CPU and a GPU side by side: ceilings decades apart
             ax.set_yscale("log")
-            ax.set_ylim(top=2 * np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max()]))
+            top = 2 * np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max()])
+            ax.set_ylim(0.5 * rows["gbps"].min(), top)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
         else:
             ax.set_ylim(0, 1.15 * np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max()]))
 
     ceiling = Line2D([], [], color="0.25", ls=":", lw=1.6)
     legend = {**_impl_handles(colors), **_variant_handles(rows["variant"]), "measured copy ceiling": ceiling}
-    title = f"{_scenario(rows)}: achieved bandwidth (modeled bytes / median time)"
+    title = f"{_scenario(rows)}: achieved bandwidth (ledger bytes read + written / median time)"
     return _grid(rows, draw, title, "achieved bandwidth (GB/s)", legend).figure
 
 
