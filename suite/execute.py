@@ -7,6 +7,7 @@ stops the sweep. CUDA kernels without a GPU run in emulation for numerics only a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import zlib
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from suite import fusion, numerics, targets
+from suite import fusion, numerics, resources, targets
 from suite.ceiling import Ceiling
 from suite.config import TimingConfig
 from suite.ledger import STORE_MODEL
@@ -142,12 +143,14 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
     row.tolerance = tol
     if impl.run_params != job.params:
         row.checked_params = params_json(impl.run_params)
+    specs: list = []  # the CUDA kernels the entry builds, for the static resource report (before any timing)
     try:
         dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
         out = target.empty(scn.output_shape(impl.run_params), job.dtype)
         target.poison(out)
         entry = REGISTRY.get(impl.key)
-        impl.launcher = entry(dev_inputs, out, impl.run_params, _options(job, impl.key, mode))
+        with resources.recording(specs) if impl.key.target == "cuda" else contextlib.nullcontext():
+            impl.launcher = entry(dev_inputs, out, impl.run_params, _options(job, impl.key, mode))
         start = time.perf_counter()
         impl.launcher()
         target.synchronize()
@@ -163,6 +166,8 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
         )
         return
+    finally:  # compile-only rows (NotRunnable) report resources too; analysis never fails the row
+        resources.annotate(row, impl.key.target, specs)
     row.max_rel_err, problem = numerics.judge(impl.out, ref, tol)
     row.status, row.reason = ("mismatch", problem) if problem else ("ok", "")
     if emulated:

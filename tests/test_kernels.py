@@ -17,6 +17,8 @@ registry.discover()
 scenarios.discover()
 
 SEED = 20261129
+
+
 def _params(key: KernelKey) -> list:
     out = []
     target = targets.TARGETS.get((key.backend, key.target))

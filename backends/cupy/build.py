@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.cupy import TARGET, cupy
+from suite import resources
 from suite.ptxas import KernelResources, parse_ptxas
 from suite.targets import NATIVE, NotRunnable
 
@@ -38,9 +39,18 @@ class CompiledOnly:
         )
 
 
-def build(source: str, name: str, options: Sequence[str] = ()) -> Any:
-    """The kernel `name` of `source`: a compiled `cupy.RawKernel` on a GPU, else a `CompiledOnly`."""
-    return _build(source, name, tuple(options))
+def build(
+    source: str, name: str, options: Sequence[str] = (), threads: int | None = None, dynamic_smem: int = 0
+) -> Any:
+    """The kernel `name` of `source`: a compiled `cupy.RawKernel` on a GPU, else a `CompiledOnly`.
+
+    With `threads` (the block size it is launched with) the kernel is recorded for the resource report
+    (`suite.resources`), with `dynamic_smem` bytes of dynamic shared memory per block.
+    """
+    kernel = _build(source, name, tuple(options))
+    if threads is not None:
+        resources.record_cupy(source, name, tuple(options), threads, live=kernel, dynamic_smem=dynamic_smem)
+    return kernel
 
 
 @functools.cache

@@ -18,6 +18,7 @@ import triton.language as tl
 from backends.triton import launch_context
 from backends.triton.ops import apply_chain, codes
 from suite.registry import kernel
+from suite.resources import record_triton
 
 
 @triton.jit
@@ -36,7 +37,8 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
     grid = (triton.cdiv(n, block),)
     context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
     for x, y, chain in steps:  # compiles without launching (a no-op in the interpreter)
-        _chain_kernel.warmup(x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps, grid=grid)
+        compiled = _chain_kernel.warmup(x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps, grid=grid)
+        record_triton(_chain_kernel, (x, y, n), {"CHAIN": chain, "BLOCK": block}, num_warps, compiled=compiled)
 
     def launch() -> None:
         with context():

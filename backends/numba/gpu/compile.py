@@ -10,19 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
 SM90 = (9, 0)
 
 
-def compile_ptx(pyfunc: Callable[..., None], signature: str, cc: tuple[int, int] = SM90) -> str:
-    """PTX of the kernel `pyfunc` (a plain Python function) for `signature`, e.g. "void(float32[::1])"."""
+def compile_ptx(pyfunc: Callable[..., None], signature: str, cc: tuple[int, int] = SM90, **options: Any) -> str:
+    """PTX of the kernel `pyfunc` (a plain Python function) for `signature`, e.g. "void(float32[::1])".
+
+    `options` go to `numba.cuda.compile_ptx` (fastmath, lineinfo, ...)."""
     import numba.cuda.dispatcher as dispatcher
     from numba import cuda
 
     device = SimpleNamespace(compute_capability=cc)
     with mock.patch.object(dispatcher, "get_current_device", lambda: device):
-        ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=cc)
+        ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=cc, **options)
     return ptx
 
 

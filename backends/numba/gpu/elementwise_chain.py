@@ -20,6 +20,7 @@ import numpy as np
 from backends.numba import simulating
 from backends.numba.ops import chain
 from suite.registry import Launcher, kernel
+from suite.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -70,8 +71,11 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
     if str(out.dtype) not in DTYPES or x.dtype != out.dtype:
         raise ValueError(f"numba/cuda elementwise_chain: x {x.dtype} -> out {out.dtype}; needs one of {DTYPES}")
     dispatcher = _chain_kernel(ops)
+    compiled = None
     if not simulating():
-        dispatcher.compile((numba.typeof(x), numba.typeof(out)))
+        compiled = dispatcher.compile((numba.typeof(x), numba.typeof(out)))
+    array = f"{out.dtype}[::1]"
+    record_numba((__name__, "kernel_source", (ops,)), (array, array), block, name="+".join(ops), compiled=compiled)
     grid = max(1, math.ceil(x.size / block))
 
     def launch() -> None:
