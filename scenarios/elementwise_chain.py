@@ -61,6 +61,7 @@ class ElementwiseChain(Scenario):
     name = "elementwise_chain"
     inputs = ("x",)
     axes = ("n", "ops")
+    list_axes = ("ops",)
     size_axis = "n"
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},

@@ -33,6 +33,9 @@ class Scenario:
     """Preset name -> value lists per axis: `S` (tests), `M` (the default run), `L`."""
     size_axis: ClassVar[str]
     """The axis charts put on x when they plot against problem size."""
+    list_axes: ClassVar[tuple[str, ...]] = ()
+    """Axes whose one value is itself a list (a chain of ops, a tile): a flat list is one value, a list of
+    lists a sweep. For every other axis a list is a sweep."""
     checks: ClassVar[list[Params]] = []
     """Small, awkward cases every kernel is tested on (tests/test_kernels.py), emulated kernels included."""
 

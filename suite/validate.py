@@ -68,14 +68,14 @@ def axes_of(scn: Scenario, node: dict[str, Any], preset: str) -> dict[str, list[
     axes = {}
     for axis in scn.axes:
         value = node.get(axis)
-        axes[axis] = scn.presets[preset][axis] if value is None else _axis_values(axis, value)
+        axes[axis] = scn.presets[preset][axis] if value is None else _axis_values(value, axis in scn.list_axes)
     return axes
 
 
-def _axis_values(axis: str, value: Any) -> list[Any]:
-    """A scalar is one value; a list is a sweep, except for list-valued axes (ops) where a flat list is one value."""
-    if axis == "ops":
-        return [value] if value and all(isinstance(v, str) for v in value) else list(value)
+def _axis_values(value: Any, list_valued: bool) -> list[Any]:
+    """A scalar is one value; a list is a sweep, except on list-valued axes, where a flat list is one value."""
+    if list_valued and isinstance(value, list) and not any(isinstance(v, list) for v in value):
+        return [value]
     return as_list(value)
 
 
