@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from suite import fusion, numerics, resources, targets
+from suite import footprint, fusion, numerics, resources, targets
 from suite.ceiling import Ceiling
 from suite.config import TimingConfig
 from suite.ledger import STORE_MODEL
@@ -139,6 +139,9 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
     assert target is not None
     emulated = mode == targets.EMULATED
     impl.run_params = scn.emulation_params(job.params, job.emulate_max_elements) if emulated else job.params
+    if reason := footprint.guard(scn, impl.run_params, job.dtype, impl.key.variant, target):
+        row.status, row.reason = "skipped", reason
+        return
     inputs, ref, tol = data.get(impl.run_params)
     row.tolerance = tol
     if impl.run_params != job.params:

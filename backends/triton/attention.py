@@ -1,0 +1,219 @@
+"""Attention in Triton: the flash-style fused kernel against scores, row softmax and P·V kernels.
+
+A program is one (query tile of BLOCK_M rows, batch·head), in every kernel but the softmax (one program per
+row). The fused program keeps its query tile, a running row maximum m and sum and the float32 output
+accumulator on chip, and streams K and V in tiles of BLOCK_N keys (the online softmax: each tile rescales what
+was accumulated by exp(m_old - m_new)). The unfused scores and P·V programs stream the same tiles, with S
+and P (row-major, the case's dtype) in device memory between them. Under the causal mask a query tile stops
+at its last row's key, and masked elements of S and P are neither stored nor read.
+
+Products are `tl.dot` with float32 accumulation; for float32 inputs `input_precision="ieee"` keeps them
+float32 (Triton's default, TF32, would round the inputs to 10 bits). head_dim is padded to a power of two
+(BLOCK_D, at least 16, the smallest `tl.dot`) with masked loads. The same source runs in the interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from backends.triton import launch_context
+from suite.registry import kernel
+
+
+@triton.jit
+def _tile_ptrs(base, rows, dims, HEAD_DIM: tl.constexpr):
+    """Pointers to [rows, dims] of a (seq_len, HEAD_DIM) matrix; rows and dims are index vectors."""
+    return base + rows.to(tl.int64)[:, None] * HEAD_DIM + dims[None, :]
+
+
+@triton.jit
+def _scores(q, K, n0, end, rows, dims, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+            BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+    """The scaled score tile q·K[n0:n0+BLOCK_N]ᵀ/√d, -inf where masked; and its keys and visibility mask."""
+    keys = n0 + tl.arange(0, BLOCK_N)
+    kmask = keys < end
+    kt = tl.load(K + keys.to(tl.int64)[None, :] * HEAD_DIM + dims[:, None],
+                 mask=kmask[None, :] & (dims < HEAD_DIM)[:, None], other=0.0)  # fmt: skip
+    s = tl.dot(q, kt, input_precision=PRECISION) * scale
+    visible = kmask[None, :] & (rows[:, None] >= 0)
+    if CAUSAL:
+        visible = visible & (keys[None, :] <= rows[:, None])
+    return tl.where(visible, s, float("-inf")), keys, visible
+
+
+@triton.jit
+def _key_end(q0, seq_len, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Keys a query tile reads: all, or up to its last row under the causal mask."""
+    if CAUSAL:
+        return tl.minimum(seq_len, q0 + BLOCK_M)
+    return seq_len
+
+
+@triton.jit
+def _flash_kernel(Q, K, V, Out, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+    q0 = tl.program_id(0) * BLOCK_M
+    off = tl.program_id(1).to(tl.int64) * seq_len * HEAD_DIM
+    rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
+    io_mask = (rows < seq_len)[:, None] & (dims < HEAD_DIM)[None, :]
+    q = tl.load(_tile_ptrs(Q + off, rows, dims, HEAD_DIM), mask=io_mask, other=0.0)
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_M], tl.float32)  # the softmax's running sum
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
+    for n0 in range(0, end, BLOCK_N):
+        s, keys, _ = _scores(q, K + off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
+        m_new = tl.maximum(m, tl.max(s, 1))  # finite: every row sees key 0 in the first tile
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(s - m_new[:, None])
+        den = den * alpha + tl.sum(p, 1)
+        v = tl.load(_tile_ptrs(V + off, keys, dims, HEAD_DIM), mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
+                    other=0.0)  # fmt: skip
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m = m_new
+    out = acc / den[:, None]
+    tl.store(_tile_ptrs(Out + off, rows, dims, HEAD_DIM), out.to(Out.dtype.element_ty), mask=io_mask)
+
+
+@triton.jit
+def _scores_kernel(Q, K, S, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+    q0 = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)
+    off = bh * seq_len * HEAD_DIM
+    rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
+    in_rows = rows < seq_len
+    q = tl.load(_tile_ptrs(Q + off, rows, dims, HEAD_DIM), mask=in_rows[:, None] & (dims < HEAD_DIM)[None, :],
+                other=0.0)  # fmt: skip
+    s_base = S + bh * seq_len * seq_len + rows.to(tl.int64)[:, None] * seq_len
+    end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
+    for n0 in range(0, end, BLOCK_N):
+        s, keys, visible = _scores(q, K + off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
+        tl.store(s_base + keys[None, :], s.to(S.dtype.element_ty), mask=visible & in_rows[:, None])
+
+
+@triton.jit
+def _softmax_kernel(S, P, seq_len, CAUSAL: tl.constexpr, BLOCK: tl.constexpr):
+    """One row of S: a lane-wise online max and sum over chunks of BLOCK, combined; then P = exp(S - max)/sum."""
+    row = tl.program_id(0).to(tl.int64)
+    n = seq_len
+    if CAUSAL:
+        n = (row % seq_len + 1).to(tl.int32)
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK], tl.float32)
+    for c0 in range(0, n, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        x = tl.load(S + row * seq_len + cols, mask=cols < n, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        pivot = tl.where(m_new == float("-inf"), 0.0, m_new)  # a lane with nothing yet: no -inf - -inf
+        den = den * tl.exp(m - pivot) + tl.exp(x - pivot)
+        m = m_new
+    top = tl.max(m, 0)
+    total = tl.sum(den * tl.exp(m - top), 0)
+    for c0 in range(0, n, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        x = tl.load(S + row * seq_len + cols, mask=cols < n, other=float("-inf")).to(tl.float32)
+        tl.store(P + row * seq_len + cols, (tl.exp(x - top) / total).to(P.dtype.element_ty), mask=cols < n)
+
+
+@triton.jit
+def _pv_kernel(P, V, Out, seq_len, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+    q0 = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1).to(tl.int64)
+    off = bh * seq_len * HEAD_DIM
+    rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
+    io_mask = (rows < seq_len)[:, None] & (dims < HEAD_DIM)[None, :]
+    p_base = P + bh * seq_len * seq_len + rows.to(tl.int64)[:, None] * seq_len
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
+    for n0 in range(0, end, BLOCK_N):
+        keys = n0 + tl.arange(0, BLOCK_N)
+        visible = (keys < end)[None, :] & (rows < seq_len)[:, None]
+        if CAUSAL:
+            visible = visible & (keys[None, :] <= rows[:, None])
+        p = tl.load(p_base + keys[None, :], mask=visible, other=0.0)
+        v = tl.load(_tile_ptrs(V + off, keys, dims, HEAD_DIM), mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
+                    other=0.0)  # fmt: skip
+        acc += tl.dot(p, v, input_precision=PRECISION)
+    tl.store(_tile_ptrs(Out + off, rows, dims, HEAD_DIM), acc.to(Out.dtype.element_ty), mask=io_mask)
+
+
+SOFTMAX_BLOCK = 1024
+"""Chunk of a row the softmax kernel holds at once (smaller for short rows)."""
+NUM_WARPS = {"float32": 8, "float16": 4}
+"""Default warps per program: float32 products run on FMA units (no tensor cores in "ieee" precision) and
+need the registers of 8 warps to hold a 64×64 tile without spilling much; float16 uses mma with 4."""
+
+
+def tile_constants(params: dict) -> dict[str, Any]:
+    """The constexprs of the tiled kernels for a case."""
+    return {
+        "HEAD_DIM": int(params["head_dim"]),
+        "CAUSAL": bool(params["causal"]),
+        "BLOCK_M": int(params["block_m"]),
+        "BLOCK_N": int(params["block_n"]),
+        "BLOCK_D": max(16, triton.next_power_of_2(int(params["head_dim"]))),
+        "PRECISION": "ieee",
+    }
+
+
+def softmax_block(seq_len: int) -> int:
+    return min(SOFTMAX_BLOCK, max(16, triton.next_power_of_2(seq_len)))
+
+
+Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
+
+
+def _launcher(steps: list[Step], opts: dict, dtype: str) -> Callable[[], None]:
+    """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
+    num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
+    context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
+    for fn, grid, args, consts in steps:
+        fn.warmup(*args, **consts, num_warps=num_warps, grid=grid)
+
+    def launch() -> None:
+        with context():
+            for fn, grid, args, consts in steps:
+                fn[grid](*args, **consts, num_warps=num_warps)
+
+    return launch
+
+
+def _dtype(out: Any) -> str:
+    return str(out.dtype).removeprefix("torch.")
+
+
+def _shape(params: dict) -> tuple[int, int, float]:
+    heads = int(params["batch"]) * int(params["heads"])
+    return heads, int(params["seq_len"]), 1.0 / math.sqrt(int(params["head_dim"]))
+
+
+@kernel(scenario="attention", backend="triton", variant="fused", target="cuda")
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+    heads, seq_len, scale = _shape(params)
+    consts = tile_constants(params)
+    grid = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
+    return _launcher([(_flash_kernel, grid, args, consts)], opts, _dtype(out))
+
+
+@kernel(scenario="attention", backend="triton", variant="unfused", target="cuda")
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+    heads, seq_len, scale = _shape(params)
+    consts = tile_constants(params)
+    s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
+    tiled = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    steps: list[Step] = [
+        (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts),
+        (_softmax_kernel, (heads * seq_len,), (s, p, seq_len),
+         {"CAUSAL": consts["CAUSAL"], "BLOCK": softmax_block(seq_len)}),
+        (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts),
+    ]  # fmt: skip
+    return _launcher(steps, opts, _dtype(out))

@@ -1,0 +1,223 @@
+"""Attention: O = softmax(Q·Kᵀ / √d + mask) · V — the headline case for fusion, and for a tuned library rival.
+
+Inputs q, k, v have shape (batch, heads, seq_len, head_dim); write N = batch·heads, L = seq_len, d = head_dim,
+s = bytes per element. With `causal`, query i sees only keys j ≤ i.
+
+Unfused, three kernels run one after another, and the two L×L tensors between them live in device memory:
+    scores   S = Q·Kᵀ/√d, masked                 (stored in the case's dtype)
+    softmax  P = row softmax of S                 (stored in the case's dtype)
+    pv       O = P·V
+Writing and reading S and P costs 2·N·L²·s bytes each, against 4·N·L·d·s for q, k, v and O: L/d times as
+much, 32× at L = 2048 and d = 64. The footprint grows as L² too, until the case no longer fits.
+
+Fused, one flash-style kernel takes a tile of `block_m` queries, streams K and V through in tiles of `block_n`
+keys and keeps a running row maximum and sum (the online softmax), so nothing L×L ever reaches memory; its
+price is reading K and V once per query tile instead of once. Both variants accumulate in float32.
+
+Tiles are a program per (batch·head, query tile) in every backend, fused or not: the scores and pv kernels of
+the unfused variant stream K (resp. P and V) through the same tiles, so the two variants differ only in fusion.
+Under the causal mask, query tile t needs keys [0, min(L, (t+1)·block_m)) only, and the unfused kernels store
+and read only the unmasked elements of S and P (i ≥ j): L(L+1)/2 per head instead of L².
+
+FLOPs count the two matmuls, 2·d per unmasked score each (4·N·L²·d, about half under the mask), which is the
+convention behind attention TFLOP/s figures; the softmax's ~5 operations per score are not counted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from suite.errors import ConfigError
+from suite.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.numerics import rel_err
+from suite.scenario import Params, Scenario, register
+
+AXES = ("batch", "heads", "seq_len", "head_dim", "causal", "block_m", "block_n")
+MAX_HEAD_DIM = 256
+TILES = (16, 32, 64, 128, 256)
+"""Allowed tile sizes: powers of two (Triton's block shapes), at least 16 (the smallest `tl.dot`)."""
+MAX_ELEMENTS = 2**31 - 1
+"""q, k, v and O are indexed with 32-bit ints in places; beyond that the case is refused."""
+BASE_TOL = {"float32": 1e-4, "float16": 2e-3}
+"""Floor of the tolerance per dtype: float32 kernels that order their sums differently (torch's, tiled ones)
+land within a few 1e-5 of each other on small cases, where a maximum over few elements is a noisy measure."""
+MAX_TOL = 4.0
+"""Ceiling of the tolerance: an error of 4× the smallest judged magnitude (suite.numerics' floor) still tells
+a correct output from a wrong mask, scale or tile, which are off by orders of magnitude more."""
+SLAB = 2**23
+"""Scores the reference holds at once (all heads together): 64 MiB in float64, whatever the case."""
+
+
+def itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
+
+
+def tiles(params: Params) -> tuple[int, int]:
+    return int(params["block_m"]), int(params["block_n"])
+
+
+def key_extent(q0: int, rows: int, seq_len: int, causal: bool) -> int:
+    """Keys a query tile starting at row q0 with `rows` rows reads: all of them, or those up to its last row."""
+    return min(seq_len, q0 + rows) if causal else seq_len
+
+
+def key_rows_streamed(seq_len: int, block_m: int, causal: bool) -> int:
+    """Rows of K (and of V) one head's query tiles read in total: each tile streams its whole key extent."""
+    return sum(key_extent(q0, min(block_m, seq_len - q0), seq_len, causal) for q0 in range(0, seq_len, block_m))
+
+
+def slabs(params: Params) -> list[slice]:
+    """Query rows in slabs small enough that N·rows·L scores fit in SLAB."""
+    n, seq_len = params["batch"] * params["heads"], params["seq_len"]
+    step = max(1, SLAB // (n * seq_len))
+    return [slice(q0, min(q0 + step, seq_len)) for q0 in range(0, seq_len, step)]
+
+
+def scores_per_head(seq_len: int, causal: bool) -> int:
+    """Unmasked scores of one head: every (i, j), or those with j ≤ i."""
+    return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+
+
+@register
+class Attention(Scenario):
+    name = "attention"
+    inputs = ("q", "k", "v")
+    variants = ("fused", "unfused", "library")
+    axes = AXES
+    size_axis = "seq_len"
+    presets = {
+        "S": {"batch": [1], "heads": [2], "seq_len": [64, 193], "head_dim": [64], "causal": [False, True],
+              "block_m": [64], "block_n": [64]},
+        "M": {"batch": [1], "heads": [4], "seq_len": [128, 256, 512, 1024, 2048], "head_dim": [64],
+              "causal": [False, True], "block_m": [64], "block_n": [64]},
+        "L": {"batch": [1], "heads": [16], "seq_len": [1024, 2048, 4096, 8192, 16384], "head_dim": [64, 128],
+              "causal": [False, True], "block_m": [64], "block_n": [64]},
+    }  # fmt: skip
+    checks = [
+        {"batch": 1, "heads": 2, "seq_len": 19, "head_dim": 16, "causal": True, "block_m": 16, "block_n": 16},
+        {"batch": 1, "heads": 1, "seq_len": 33, "head_dim": 64, "causal": False, "block_m": 16, "block_n": 32},
+        {"batch": 2, "heads": 1, "seq_len": 37, "head_dim": 24, "causal": True, "block_m": 32, "block_n": 16},
+    ]
+
+    def check(self, params: Params) -> None:
+        for axis in ("batch", "heads", "seq_len", "head_dim"):
+            value = params[axis]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"scenario.{axis}={value!r} must be a positive integer")
+        if params["head_dim"] > MAX_HEAD_DIM:
+            raise ConfigError(f"scenario.head_dim={params['head_dim']} must be at most {MAX_HEAD_DIM}")
+        if not isinstance(params["causal"], bool):
+            raise ConfigError(f"scenario.causal={params['causal']!r} must be true or false")
+        for axis in ("block_m", "block_n"):
+            if params[axis] not in TILES or isinstance(params[axis], bool):
+                raise ConfigError(f"scenario.{axis}={params[axis]!r} must be one of {', '.join(map(str, TILES))}")
+        n = params["batch"] * params["heads"] * params["seq_len"] * params["head_dim"]
+        if n > MAX_ELEMENTS:
+            raise ConfigError(f"q has {n:,} elements (batch·heads·seq_len·head_dim); at most {MAX_ELEMENTS:,}")
+
+    def shape(self, params: Params) -> tuple[int, int, int, int]:
+        return params["batch"], params["heads"], params["seq_len"], params["head_dim"]
+
+    def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Standard normal q, k, v: scores q·k/√d are then of unit variance, a softmax neither flat nor one-hot."""
+        return {name: rng.standard_normal(self.shape(params), dtype=np.float32).astype(dtype) for name in self.inputs}
+
+    def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
+        """float64, a slab of queries at a time so that memory stays bounded (SLAB scores) at any seq_len."""
+        q, k, v = (inputs[n].astype(np.float64) for n in self.inputs)
+        seq_len, out = params["seq_len"], np.empty(q.shape)
+        kt = np.swapaxes(k, -1, -2) / math.sqrt(params["head_dim"])
+        for rows in slabs(params):
+            s = q[..., rows, :] @ kt
+            if params["causal"]:
+                i, j = np.arange(rows.start, rows.stop)[:, None], np.arange(seq_len)[None, :]
+                s = np.where(j <= i, s, -np.inf)
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            out[..., rows, :] = (p @ v) / p.sum(axis=-1, keepdims=True)
+        return out
+
+    def output_shape(self, params: Params) -> tuple[int, ...]:
+        return self.shape(params)
+
+    def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
+        """Bytes and FLOPs of each kernel at the device-memory boundary; derivation in the module docstring.
+
+        qkvo: one read of q (or one write of O), N·L·d·s. streamed: K (or V) as the query tiles read it,
+        N·d·s per key row, key_rows_streamed rows. e: unmasked scores, each stored in S and P once.
+        """
+        n, seq_len, d, s = params["batch"] * params["heads"], params["seq_len"], params["head_dim"], itemsize(dtype)
+        causal = params["causal"]
+        block_m, _ = tiles(params)
+        qkvo = n * seq_len * d * s
+        streamed = n * d * s * key_rows_streamed(seq_len, block_m, causal)
+        e = n * scores_per_head(seq_len, causal)
+        flops = 2 * d * e
+        unfused = (
+            KernelTraffic("scores", qkvo + streamed, e * s, flops),
+            KernelTraffic("softmax", e * s, e * s, 0),
+            KernelTraffic("pv", e * s + streamed, qkvo, flops),
+        )
+        fused = (KernelTraffic("flash", qkvo + 2 * streamed, qkvo, 2 * flops),)
+        library = (KernelTraffic("sdpa", 3 * qkvo, qkvo, 2 * flops),)
+        removed = (Intermediate("S", e, s), Intermediate("P", e, s))
+        return {
+            "unfused": VariantLedger("unfused", unfused),
+            "fused": VariantLedger("fused", fused, removed),
+            "library": VariantLedger("library", library, removed),
+        }
+
+    def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:
+        """Device memory a variant holds while it runs: q, k, v and O, plus the full L×L S and P when unfused.
+
+        The library's workspace is not known; like the fused kernel it keeps no L×L tensor (flash or
+        memory-efficient attention), so it is counted as fused.
+        """
+        n, seq_len, d, s = params["batch"] * params["heads"], params["seq_len"], params["head_dim"], itemsize(dtype)
+        io = 4 * n * seq_len * d * s
+        return io + 2 * n * seq_len * seq_len * s if variant == "unfused" else io
+
+    def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
+        """Four times the error of the unfused decomposition done by NumPy in float32 with S, P and O stored in
+        `dtype`, within limits, measured on the same inputs rather than guessed.
+
+        The output is a weighted average of values of both signs, so many of its elements nearly cancel: an
+        error in the weights of relative size ε moves such an element by about ε·Σ_j p_j·|v_j|, far more than
+        ε·|o|. Relative to the metric's floor (1e-3 of the largest |o|) that is about 1e-4 in float32 and
+        0.1 to 0.5 in float16 storage, where S alone carries a rounding error of 2⁻¹¹·|s| per score; it grows
+        with seq_len as the largest |o| shrinks. The fused kernels, which keep S and P in float32, do far
+        better; the tolerance is the decomposition's, so that the unfused kernels are held to what their
+        storage allows.
+        """
+        own = rel_err(storage_precision(inputs, params, dtype), ref)
+        return float(np.clip(4.0 * own, BASE_TOL[dtype], MAX_TOL))
+
+    def emulation_params(self, params: Params, max_elements: int) -> Params:
+        """One head, tiles of 16, at most half of `max_elements` in q and a quarter in one head's S (the
+        simulator runs a Python thread per CUDA thread: its time grows as seq_len²·head_dim); seq_len is kept
+        off a multiple of the tile, so that the ragged last tile is still exercised."""
+        n, seq_len, d = params["batch"] * params["heads"], params["seq_len"], params["head_dim"]
+        if 2 * n * seq_len * max(seq_len, d) <= max_elements:
+            return params
+        short = min(seq_len, max(17, min(max_elements // (2 * d), math.isqrt(max_elements) // 2)))
+        if short < seq_len and short % 16 == 0:
+            short -= 1
+        return {**params, "batch": 1, "heads": 1, "seq_len": short, "block_m": 16, "block_n": 16}
+
+
+def storage_precision(inputs: dict[str, np.ndarray], params: Params, dtype: str) -> np.ndarray:
+    """The unfused decomposition in float32 arithmetic, rounding S, P and O to `dtype` as the kernels store them."""
+    q, k, v = (inputs[n].astype(np.float32) for n in ("q", "k", "v"))
+    seq_len, out = params["seq_len"], np.empty(q.shape, dtype=dtype)
+    kt = np.swapaxes(k, -1, -2) * np.float32(1.0 / math.sqrt(params["head_dim"]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for rows in slabs(params):
+            s = (q[..., rows, :] @ kt).astype(dtype).astype(np.float32)
+            if params["causal"]:
+                i, j = np.arange(rows.start, rows.stop)[:, None], np.arange(seq_len)[None, :]
+                s = np.where(j <= i, s, np.float32(-np.inf))
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            p = (p / p.sum(axis=-1, keepdims=True)).astype(dtype).astype(np.float32)
+            out[..., rows, :] = p @ v
+    return out

@@ -1,0 +1,151 @@
+"""The attention kernels compile for sm_90 without a GPU, without spilling, within their shared memory.
+
+CuPy's source goes through NVRTC. Triton's kernels are compiled by `triton.compile` for GPUTarget("cuda", 90)
+and assembled by ptxas, in a subprocess without TRITON_INTERPRET (the interpreter replaces `triton.jit`).
+Numba's kernels are compiled to PTX in a subprocess without the simulator; their register tiles must not
+have been put in local memory. Tile sizes whose shared memory exceeds 48 KB are refused with a reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite.ptxas import parse_ptxas
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = {"batch": 1, "heads": 1, "seq_len": 193, "head_dim": 64, "causal": True, "block_m": 64, "block_n": 64}
+KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
+
+
+def _missing(*modules: str) -> str:
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"not installed: {', '.join(absent)}" if absent else ""
+
+
+def _subprocess(script: str, *args: str, drop: tuple[str, ...]) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+@pytest.mark.parametrize(
+    ("head_dim", "causal", "dtype"),
+    [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
+)
+def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str) -> None:
+    from backends.cupy.attention import shared_bytes, source
+    from backends.cupy.build import compile_sm90
+
+    params = {**DEFAULT, "head_dim": head_dim, "causal": causal}
+    log = compile_sm90(source(params, dtype), "attn_flash").log  # one NVRTC program holds all four kernels
+    found = parse_ptxas(log)
+    for name in KERNELS:
+        r = found[name]
+        assert r.registers > 0 and r.spill_bytes == 0 and r.stack_bytes == 0, f"{name}: {r}"
+    assert found["attn_flash"].smem_bytes == shared_bytes(64, 64) <= 48 * 1024
+
+
+@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+def test_cupy_refuses_tiles_over_the_shared_memory_limit() -> None:
+    from backends.cupy.attention import _compiled
+
+    with pytest.raises(ValueError, match="shared memory"):
+        _compiled({**DEFAULT, "block_m": 128, "block_n": 128}, "float32", ("attn_flash",))
+
+
+@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+def test_numba_cuda_refuses_tiles_over_the_shared_memory_limit() -> None:
+    from backends.numba.gpu.attention import config, fused
+
+    assert config(64, 64, 256).shared_bytes == config(64, 64, 16).shared_bytes <= 48 * 1024
+    x = np.zeros((1, 1, 193, 64), np.float32)
+    with pytest.raises(ValueError, match="shared memory"):
+        fused({"q": x, "k": x, "v": x}, x.copy(), {**DEFAULT, "block_m": 128, "block_n": 128}, {})
+
+
+TRITON_SCRIPT = """
+import json, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton import attention as A
+
+for dtype, ty in (("float32", "fp32"), ("float16", "fp16")):
+    consts = A.tile_constants({"head_dim": 64, "causal": True, "block_m": 64, "block_n": 64})
+    tiled = {**consts, "num_warps": A.NUM_WARPS[dtype]}
+    kernels = {
+        "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "scale"], consts),
+        "_scores_kernel": (["Q", "K", "S"], ["seq_len", "scale"], consts),
+        "_softmax_kernel": (["S", "P"], ["seq_len"], {"CAUSAL": True, "BLOCK": A.SOFTMAX_BLOCK}),
+        "_pv_kernel": (["P", "V", "Out"], ["seq_len"], consts),
+    }
+    for name, (ptrs, scalars, cx) in kernels.items():
+        signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "i32" if s == "seq_len" else "fp32" for s in scalars},
+                     **dict.fromkeys(cx, "constexpr")}
+        aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
+        src = triton.compiler.ASTSource(fn=getattr(A, name), signature=signature, attrs=aligned, constexprs=cx)
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": A.NUM_WARPS[dtype]})
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+            ptx.write(k.asm["ptx"])
+            ptx.flush()
+            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+            log = subprocess.run(command, capture_output=True, text=True, check=True)
+        print(json.dumps({"dtype": dtype, "kernel": name, "cubin": len(k.asm.get("cubin", b"")),
+                          "shared": k.metadata.shared, "mma": "mma.sync" in k.asm["ptx"] or "wgmma" in k.asm["ptx"],
+                          "ptxas": log.stdout + log.stderr}))
+"""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+def test_triton_kernels_compile_for_sm90_without_spills() -> None:
+    rows = _subprocess(TRITON_SCRIPT, drop=("TRITON_INTERPRET",))
+    assert len(rows) == 8
+    for row in rows:
+        where = f"{row['kernel']} {row['dtype']}"
+        r = parse_ptxas(row["ptxas"])[row["kernel"]]
+        assert row["cubin"] > 0 and r.registers > 0, where
+        assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{where}: {r}"
+        if row["dtype"] == "float16" and row["kernel"] != "_softmax_kernel":
+            assert row["mma"], f"{where}: tl.dot did not use tensor cores"
+
+
+NUMBA_SCRIPT = """
+import json, sys
+from backends.numba.gpu import attention
+from backends.numba.gpu.compile import compile_kernels
+
+variant, dtype, head_dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
+params = {"head_dim": head_dim, "causal": True, "block_m": 64, "block_n": 64}
+print(json.dumps(compile_kernels(attention.kernel_sources(variant, params, dtype))))
+"""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+@pytest.mark.parametrize(("variant", "dtype", "head_dim"), [("fused", "float16", 128), ("unfused", "float32", 64)])
+def test_numba_kernels_compile_for_sm90_with_tiles_in_registers(variant: str, dtype: str, head_dim: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", NUMBA_SCRIPT, variant, dtype, str(head_dim)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ptx = json.loads(proc.stdout.splitlines()[-1])
+    assert sorted(ptx) == (["flash"] if variant == "fused" else ["pv", "scores", "softmax"])
+    for name, code in ptx.items():
+        assert ".target sm_90" in code and ".visible .entry" in code, name
+        assert ".local" not in code, f"{name}: a register tile went to local memory"
+        if dtype == "float16":
+            assert "cvt.f32.f16" in code, name
