@@ -203,7 +203,18 @@ def compile_numba(recipe: dict[str, Any]) -> dict[str, Any]:
     ptx = compile_ptx(pyfunc, f"void({', '.join(recipe['arg_types'])})", ARCH, **options)
     entry = re.search(r"\.entry\s+([\w$.]+)", ptx)
     log, assembler = assemble(ptx, prefer="nvjitlink", maxrregcount=maxrregcount)
-    return _result(_entry(log, entry.group(1) if entry else None), 0, assembler, started)
+    resources = _entry(log, entry.group(1) if entry else None)
+    declared = 0 if resources.smem_bytes else ptx_shared_bytes(ptx)
+    return _result(resources, declared, assembler, started)
+
+
+_SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.[bsuf](\d+)\s+[\w$.]+\[(\d+)\]")
+
+
+def ptx_shared_bytes(ptx: str) -> int:
+    """Static shared memory a PTX module declares: Numba puts its `cuda.shared.array`s at module scope,
+    where nvJitLink's verbose log does not count them against the kernel."""
+    return sum(int(bits) // 8 * int(count) for bits, count in _SHARED.findall(ptx))
 
 
 def compile_spec(spec: dict[str, Any]) -> dict[str, Any]:

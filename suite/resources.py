@@ -38,7 +38,7 @@ from typing import Any
 from suite.occupancy import SM90, occupancy
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = 1
+SCHEMA = 2
 """Bump when what a cached compile result holds changes."""
 BACKENDS = ("triton", "cupy", "numba")
 Factory = tuple[str, str, "tuple[Any, ...] | None"]

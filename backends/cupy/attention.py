@@ -315,7 +315,8 @@ def _compiled(params: dict, dtype: str, names: tuple[str, ...]) -> list[Any]:
             f"{SHARED_LIMIT} a block gets without an opt-in; use smaller block_m or block_n"
         )
     text = source(params, dtype)
-    return [build(text, name) for name in names]
+    threads = {"attn_softmax": ROWS * ROW_THREADS}  # the tiled kernels run 2·BM threads a block
+    return [build(text, name, threads=threads.get(name, 2 * int(params["block_m"]))) for name in names]
 
 
 def _stream(handle: int | None) -> contextlib.AbstractContextManager:

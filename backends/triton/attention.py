@@ -24,6 +24,7 @@ import triton.language as tl
 
 from backends.triton import launch_context
 from suite.registry import kernel
+from suite.resources import record_triton
 
 
 @triton.jit
@@ -176,7 +177,8 @@ def _launcher(steps: list[Step], opts: dict, dtype: str) -> Callable[[], None]:
     num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
     context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
     for fn, grid, args, consts in steps:
-        fn.warmup(*args, **consts, num_warps=num_warps, grid=grid)
+        compiled = fn.warmup(*args, **consts, num_warps=num_warps, grid=grid)
+        record_triton(fn, args, consts, num_warps, compiled=compiled)
 
     def launch() -> None:
         with context():

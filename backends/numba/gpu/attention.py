@@ -28,6 +28,7 @@ import numpy as np
 
 from backends.numba import simulating
 from suite.registry import Launcher, kernel
+from suite.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -318,8 +319,10 @@ def _launcher(steps: list[tuple[str, tuple, int, tuple]], params: dict, opts: di
     stream, prepared = _stream(opts), []
     for name, grid, threads, args in steps:
         dispatcher = _dispatcher(name, *key)
+        compiled = None
         if not simulating():
-            dispatcher.compile(tuple(numba.typeof(a) for a in args))
+            compiled = dispatcher.compile(tuple(numba.typeof(a) for a in args))
+        record_numba((__name__, "_dispatcher", (name, *key)), args, threads, name=name, compiled=compiled)
         prepared.append((dispatcher, grid, threads, args))
 
     def launch() -> None:
