@@ -12,7 +12,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-BACKENDS = ["triton", "cupy", "numba", "torch"]
+BACKENDS = ["triton", "cupy", "numba", "torch", "numpy"]
 
 
 @dataclass

@@ -23,7 +23,7 @@ from suite.config import TimingConfig
 from suite.ledger import STORE_MODEL
 from suite.registry import REGISTRY, KernelKey
 from suite.results import Row, params_json
-from suite.scenario import Params, Scenario
+from suite.scenario import SCENARIOS, Params, Scenario
 from suite.timing import CpuClock, CudaClock, measure_interleaved
 
 
@@ -53,10 +53,13 @@ class Job:
             devices = [d for d in self.devices if (backend, d) in targets.TARGETS]
             if not devices and backend in REGISTRY.load_errors:
                 devices = [""]  # the backend did not load: one row per variant says why
+            scn = SCENARIOS.get(self.scenario)
+            wanted = scn.variants_for(self.params) if scn is not None else self.variants
             out += [
                 (backend, d, v)
                 for d in devices
                 for v in self.variants
+                if self.strict or v in wanted
                 if (backend, d, v) not in self.skip
                 and (self.strict or not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d)) is not None)
             ]
@@ -229,8 +232,8 @@ def _compare(impls: list[Impl], scn: Scenario, seed: int) -> None:
     for (backend, device, variant), cand in timed.items():
         for candidate, baseline in scn.pairs:
             base = timed.get((backend, device, baseline))
-            if candidate != variant or base is None:
-                continue
+            if candidate != variant or base is None or cand.row.baseline:
+                continue  # the scenario's first pair for a variant is the one its row reports
             c = fusion.compare(base.timing.times_ms, cand.timing.times_ms, seed)
             row = cand.row
             row.baseline, row.speedup, row.speedup_lo, row.speedup_hi, row.verdict = (

@@ -50,6 +50,10 @@ class Scenario:
     def check(self, params: Params) -> None:
         """Raise ConfigError naming the bad value and the valid choices."""
 
+    def variants_for(self, params: Params) -> tuple[str, ...]:
+        """The variants a case compares (matmul without an epilogue has no fused/unfused pair)."""
+        return self.variants
+
     def size(self, params: Params) -> int:
         """Elements of the main input, for charts and for the emulation limit."""
         return int(params[self.size_axis])

@@ -113,6 +113,8 @@ def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None
     itemsize = max(np.dtype(d).itemsize for d in dtypes)
     for params in cases:
         need = scn.size(params) * (4 * itemsize + 2 * 8)  # inputs, out, intermediates; float64 reference
+        if hasattr(scn, "footprint_bytes"):  # the smallest variant must fit, with its float64 reference
+            need = min(scn.footprint_bytes(params, d, v) for d in dtypes for v in scn.variants_for(params))
         if need > total:
             raise ConfigError(
                 f"case {params} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f} GiB"

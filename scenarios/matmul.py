@@ -1,0 +1,192 @@
+"""Matmul tiling: C = A·B, optionally C = gelu(A·B + bias) — what tiling buys, and how far a library still is.
+
+A is M×K, B is K×N, C is M×N, stored in float32 or float16; every kernel accumulates in float32. The
+arithmetic is fixed at 2·M·N·K FLOPs whatever the kernel does, so the variants differ only in how often each
+operand byte crosses the device-memory boundary:
+
+- `unblocked`: every output is computed from operands fetched from device memory, with no on-chip reuse by
+  design: a row of A and a column of B per output, 2·M·N·K elements read.
+- `tiled`: the output is cut into BM×BN tiles and K into BK slices; each step stages a BM×BK slice of A and a
+  BK×BN slice of B on chip (shared memory on a GPU, cache-resident packed buffers on a CPU) and reuses every
+  staged element BN (resp. BM) times. A is then read once per column of tiles and B once per row of tiles:
+  M·K·⌈N/BN⌉ + K·N·⌈M/BM⌉ elements, which is M·N·K·(1/BN + 1/BM) when the tile divides the output.
+- `library`: cuBLAS through CuPy on a GPU, NumPy's BLAS on the CPU, torch.matmul on both. Its own tiling is
+  unknown, so the ledger counts the compulsory traffic: A and B read once, C written once — a lower bound.
+
+The `bias_gelu` epilogue, C = gelu(A·B + bias) with the tanh gelu of the elementwise scenario and a bias of
+length N broadcast over rows, is where fusion comes back: `unfused` is the tiled kernel writing A·B to device
+memory and a separate elementwise kernel reading it back, `fused` applies the epilogue to the accumulator tile
+before its single store, removing one M×N intermediate (2·M·N·s bytes), and `library` is the library matmul
+followed by the backend's elementwise kernel. Every entry accepts either epilogue (a variant of the other
+family adds the separate epilogue kernel or none), but `variants_for` names the three variants a case compares.
+
+Tolerance: a float32 sum of K products in any order is within about √K·u·Σ|a||b| of the exact one (u = 2⁻²⁴),
+so the bound is computed per element from |A|·|B| and held against the same relative-error metric as every
+other check; float16 storage adds the rounding NumPy itself makes when it stores in float16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scenarios.elementwise_chain import FLOPS, OPS
+from suite.errors import ConfigError
+from suite.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.numerics import FLOOR, rel_err
+from suite.scenario import Params, Scenario, register
+
+EPILOGUES = ("none", "bias_gelu")
+EPILOGUE_FLOPS = 1 + FLOPS["gelu"]
+"""Per output element: the bias add and the gelu (counted as in the elementwise scenario)."""
+TILE_SIZES = (16, 32, 64, 128, 256)
+"""Allowed BM, BN, BK: powers of two (Triton's tl.arange) of at least 16 (Triton's tl.dot)."""
+MAX_DIM = 2**16
+MAX_OPERAND = 2**31 - 1
+"""Kernels index an operand with 32-bit ints in places; beyond that the case is refused, not silently wrong."""
+U32 = 2.0**-24
+GELU_SLOPE = 1.13
+"""max |gelu'(x)| (about 1.129 near x = 1.5): an error in A·B + bias reaches the output at most this much larger."""
+BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
+MAX_TOL = {"float32": 0.05, "float16": 0.25}
+"""float16 with the epilogue: the unfused intermediate keeps half an ulp of A·B ≈ 1 (about 5e-4) that bias can
+cancel down to nothing, and the metric weighs that against 1e-3 of the largest output: the decomposition's own
+error reaches 0.05-0.1 there, so its tolerance (four times that) needs room above elementwise's 0.05."""
+
+T1 = [16, 16, 16]
+SMALL_TILES = [[32, 32, 32], [64, 64, 32]]
+SWEEP = [[16, 16, 16], [32, 32, 32], [64, 64, 32], [64, 64, 64], [128, 128, 32], [128, 128, 64]]
+
+VARIANTS_BY_EPILOGUE = {"none": ("unblocked", "tiled", "library"), "bias_gelu": ("unfused", "fused", "library")}
+
+
+def tiled_reads(m: int, n: int, k: int, bm: int, bn: int) -> int:
+    """Operand elements a BM×BN tiling reads: A once per column of tiles, B once per row of tiles."""
+    return m * k * math.ceil(n / bn) + k * n * math.ceil(m / bm)
+
+
+def gelu(v: np.ndarray) -> np.ndarray:
+    return OPS["gelu"](v)
+
+
+@register
+class Matmul(Scenario):
+    name = "matmul"
+    inputs = ("a", "b", "bias")
+    variants = ("unblocked", "tiled", "unfused", "fused", "library")
+    baseline = "unfused"
+    pairs = (("tiled", "unblocked"), ("fused", "unfused"), ("tiled", "library"), ("fused", "library"))
+    axes = ("m", "n", "k", "epilogue", "tile")
+    list_axes = ("tile",)
+    size_axis = "m"
+    presets = {
+        "S": {"m": [129], "n": [77], "k": [200], "epilogue": list(EPILOGUES), "tile": [T1, [32, 32, 32]]},
+        "M": {"m": [256, 512], "n": [512], "k": [512], "epilogue": list(EPILOGUES), "tile": SMALL_TILES},
+        "L": {"m": [1024], "n": [1024], "k": [1024], "epilogue": list(EPILOGUES), "tile": SWEEP},
+    }
+
+    checks = [
+        {"m": 19, "n": 13, "k": 23, "epilogue": "none", "tile": T1},
+        {"m": 19, "n": 13, "k": 23, "epilogue": "bias_gelu", "tile": T1},
+        {"m": 33, "n": 18, "k": 40, "epilogue": "bias_gelu", "tile": [32, 16, 16]},
+    ]
+
+    def variants_for(self, params: Params) -> tuple[str, ...]:
+        """The variants a case compares: unblocked/tiled/library without an epilogue, unfused/fused/library with."""
+        return VARIANTS_BY_EPILOGUE[params["epilogue"]]
+
+    def check(self, params: Params) -> None:
+        for axis in ("m", "n", "k"):
+            v = params[axis]
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_DIM:
+                raise ConfigError(f"scenario.{axis}={v!r} must be an integer in 1..{MAX_DIM}")
+        m, n, k = params["m"], params["n"], params["k"]
+        if max(m * k, k * n, m * n) > MAX_OPERAND:
+            raise ConfigError(f"matmul {m}×{n}×{k}: an operand exceeds {MAX_OPERAND} elements")
+        if params["epilogue"] not in EPILOGUES:
+            raise ConfigError(f"unknown scenario.epilogue={params['epilogue']!r}; valid: {', '.join(EPILOGUES)}")
+        tile = params["tile"]
+        if not isinstance(tile, list | tuple) or len(tile) != 3 or any(t not in TILE_SIZES for t in tile):
+            raise ConfigError(
+                f"scenario.tile={tile!r} must be [BM, BN, BK] (or a list of them), each one of: "
+                f"{', '.join(map(str, TILE_SIZES))}"
+            )
+
+    def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A ~ U(-1, 1), B ~ U(-1, 1)·√(3/K): A·B stays near unit scale, where gelu bends, whatever K is."""
+        m, n, k = params["m"], params["n"], params["k"]
+        return {
+            "a": rng.uniform(-1.0, 1.0, (m, k)).astype(dtype),
+            "b": (rng.uniform(-1.0, 1.0, (k, n)) * math.sqrt(3.0 / k)).astype(dtype),
+            "bias": rng.uniform(-1.0, 1.0, n).astype(dtype),
+        }
+
+    def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
+        c = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
+        if params["epilogue"] == "bias_gelu":
+            c = gelu(c + inputs["bias"].astype(np.float64))
+        return c
+
+    def output_shape(self, params: Params) -> tuple[int, ...]:
+        return (params["m"], params["n"])
+
+    def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
+        """Per kernel, in elements × s: see the module docstring for the derivation of each count."""
+        m, n, k = params["m"], params["n"], params["k"]
+        bm, bn, _ = params["tile"]
+        s = np.dtype(dtype).itemsize
+        mnk2, mn = 2 * m * n * k, m * n
+        unblocked = KernelTraffic("unblocked matmul", 2 * m * n * k * s, mn * s, mnk2)
+        tiled = KernelTraffic(f"tiled matmul {bm}×{bn}", tiled_reads(m, n, k, bm, bn) * s, mn * s, mnk2)
+        library = KernelTraffic("library matmul", (m * k + k * n) * s, mn * s, mnk2)
+        if params["epilogue"] == "none":
+            kernels = {"unblocked": (unblocked,), "tiled": (tiled,), "library": (library,)}
+            out = {v: VariantLedger(v, kernels[v]) for v in kernels}
+            return out | {v: VariantLedger(v, (tiled,)) for v in ("unfused", "fused")}
+        epi_flops = EPILOGUE_FLOPS * mn
+        epilogue = KernelTraffic("bias+gelu", (mn + n) * s, mn * s, epi_flops)
+        fused = KernelTraffic(f"tiled matmul {bm}×{bn} + bias+gelu", tiled.bytes_read + n * s, mn * s, mnk2 + epi_flops)
+        removed = (Intermediate("A·B", mn, s),)
+        return {
+            "unblocked": VariantLedger("unblocked", (unblocked, epilogue)),
+            "tiled": VariantLedger("tiled", (tiled, epilogue)),
+            "unfused": VariantLedger("unfused", (tiled, epilogue)),
+            "fused": VariantLedger("fused", (fused,), removed),
+            "library": VariantLedger("library", (library, epilogue)),
+        }
+
+    def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:
+        """Memory a variant holds while it runs: A, B, bias and C, plus the stored A·B when the epilogue is a
+        separate kernel (every variant but `fused`)."""
+        m, n, k = params["m"], params["n"], params["k"]
+        separate = params["epilogue"] == "bias_gelu" and variant != "fused"
+        return (m * k + k * n + n + m * n * (2 if separate else 1)) * np.dtype(dtype).itemsize
+
+    def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
+        """The larger of a float32-accumulation bound and four times NumPy's own error in `dtype` storage.
+
+        Accumulation: |error| ≤ max(4, √K)·u·(|A|·|B|) per element (times gelu's steepest slope with the
+        epilogue), divided by the metric's denominator max(|ref|, 1e-3·max|ref|). Storage: the same matmul by
+        NumPy in float32, rounded to `dtype` wherever a kernel stores (the unfused intermediate included).
+        """
+        a, b = inputs["a"], inputs["b"]
+        k, epilogue = params["k"], params["epilogue"]
+        bound = max(4.0, math.sqrt(k)) * U32 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        if epilogue == "bias_gelu":
+            bound *= GELU_SLOPE
+        scale = float(np.max(np.abs(ref), initial=0.0))
+        denom = np.maximum(np.abs(ref), max(FLOOR * scale, float(np.finfo(dtype).tiny)))
+        accum = float(np.max(bound / denom, initial=0.0))
+        c = (a.astype(np.float32) @ b.astype(np.float32)).astype(dtype)
+        if epilogue == "bias_gelu":
+            c = gelu(c.astype(np.float32) + inputs["bias"].astype(np.float32)).astype(dtype)
+        own = rel_err(c, ref)
+        return float(np.clip(max(accum, 4.0 * own), BASE_TOL[dtype], MAX_TOL[dtype]))
+
+    def emulation_params(self, params: Params, max_elements: int) -> Params:
+        """Each of M, N, K cut to an odd length (a multiple of no tile) so that A, B and C together stay within
+        `max_elements`, and never above 63: the simulator runs every CUDA thread as a Python thread."""
+        side = int(min(63, max(9, math.sqrt(max_elements / 3))))
+        side -= 1 - side % 2
+        return {**params, **{axis: min(params[axis], side) for axis in ("m", "n", "k")}}
