@@ -220,13 +220,13 @@ def test_another_scenario_reuses_the_charts(tmp_path: Path) -> None:
         for n_rows in (2**10, 2**12, 2**14):
             for variant, time_ms, passes in (("unfused", 3.0, 5), ("fused", 1.0, 2), ("library", 1.5, 2)):
                 params = params_json({"rows": n_rows, "cols": cols})
-                row = Row("layernorm", params, "float32", "numba", "cpu", variant, "ok", mode="native")
+                row = Row("rownorm_demo", params, "float32", "numba", "cpu", variant, "ok", mode="native")
                 row.time_ms, row.bytes_modeled = time_ms * n_rows / 1024, passes * 4 * n_rows * cols
                 row.gbps, row.ceiling_gbps, row.size = 10.0, 20.0, n_rows
                 rows.append(row.as_record())
     frame = pd.DataFrame(rows)
     charts = make_charts(frame, tmp_path / "charts")
-    names = ["bandwidth_layernorm.png", "speedup_layernorm.png", "time_vs_size_layernorm.png"]
+    names = ["bandwidth_rownorm_demo.png", "speedup_rownorm_demo.png", "time_vs_size_rownorm_demo.png"]
     assert sorted(p.name for p in charts) == names
     text = write_report(frame, charts, tmp_path).read_text(encoding="utf-8")
     assert "- **numba/cpu, float32, library** (cols=16384): library beat unfused at every size measured" in text
