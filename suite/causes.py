@@ -30,8 +30,10 @@ def _num(value: object) -> float:
 
 
 def needs_cause(pair: pd.Series) -> bool:
+    """Fusion lost, or realised under half of its prediction in time saved or in speedup."""
     eff = _num(pair.get("fusion_efficiency"))
-    return pair.get("verdict") != "pays" or (not math.isnan(eff) and eff < WEAK)
+    share = _num(pair.get("speedup")) / _num(pair.get("predicted"))
+    return pair.get("verdict") != "pays" or eff < WEAK or share < WEAK
 
 
 def causes(pair: pd.Series, library_ms: float | None = None) -> list[str]:
@@ -54,10 +56,12 @@ def causes(pair: pd.Series, library_ms: float | None = None) -> list[str]:
     working = (_num(pair.get("bytes_read_base")) + _num(pair.get("bytes_written_base"))) / max(
         _num(pair.get("launches_base")), 1.0
     )
-    if working <= cache or _num(pair.get("pct_of_ceiling_base")) > 100:
+    pct_base = _num(pair.get("pct_of_ceiling_base"))
+    if pct_base > 100:  # faster than memory can go: the evidence that a cache served the traffic
         found.append(
-            f"an {base} kernel's working set ({working / 2**20:.3g} MiB) fits the {cache / 2**20:.0f} MiB last "
-            "cache level, which absorbs the intermediates' traffic"
+            f"the {base} kernels ran at {pct_base:.0f}% of the copy ceiling, so a cache served their traffic: "
+            f"an {base} kernel's working set is {working / 2**20:.3g} MiB against a {cache / 2**20:.0f} MiB last "
+            "cache level, and the intermediates fusion removes never reached memory"
         )
     pct = _num(pair.get("pct_of_ceiling"))
     if pct < COMPUTE_BOUND_PCT:

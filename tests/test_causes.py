@@ -34,8 +34,11 @@ def test_library_winning_is_named():
 
 def test_launch_overhead_and_caches_at_small_sizes():
     small = pair(time_ms_base=0.006, bytes_read_base=3 * 2**16, bytes_written_base=3 * 2**16)
-    found = " ".join(causes(small))
-    assert "fixed launch costs dominate" in found and "fits the 50 MiB last cache level" in found
+    assert "fixed launch costs dominate" in " ".join(causes(small))
+    assert "cache" not in " ".join(causes(small))  # a small working set alone is no evidence
+    cached = " ".join(causes(pair(pct_of_ceiling_base=240.0, bytes_read_base=3 * 2**16, bytes_written_base=3 * 2**16)))
+    assert "ran at 240% of the copy ceiling, so a cache served their traffic" in cached
+    assert "0.125 MiB against a 50 MiB last cache level" in cached
 
 
 def test_compute_bound_is_named():
@@ -45,7 +48,8 @@ def test_compute_bound_is_named():
 def test_needs_cause_when_losing_or_inefficient():
     assert needs_cause(pair())
     assert needs_cause(pair(verdict="pays", fusion_efficiency=0.2))
-    assert not needs_cause(pair(verdict="pays", fusion_efficiency=0.9))
+    assert not needs_cause(pair(verdict="pays", fusion_efficiency=0.9, speedup=3.0, predicted=4.0))
+    assert needs_cause(pair(verdict="pays", fusion_efficiency=3.0, speedup=1.2, predicted=8.0))
 
 
 def test_crossover_is_the_size_from_which_every_larger_one_pays():
