@@ -98,6 +98,8 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         for tile in data["tile"].dropna().unique():
             if data["cols"].min() <= tile * 2 and tile <= data["cols"].max() * 2:
                 ax.axvline(tile, color="0.5", ls="--", lw=1.1)
+                ax.annotate(f"tile {tile:.0f}", (tile, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                            textcoords="offset points", fontsize=8, color="0.35")  # fmt: skip
 
     legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
               **{v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
@@ -153,7 +155,7 @@ def _reasons(line: pd.DataFrame, paid: pd.Series) -> list[str]:
     out = []
     wide, narrow = line[line["reread_bytes"] > 0], line[line["reread_bytes"] == 0]
     if len(wide) and len(narrow):
-        out.append(f"Past cols = {fmt_size(narrow['cols'].max())} the row exceeds the tile of "
+        out.append(f"From cols = {fmt_size(wide['cols'].iloc[0])} the row exceeds the tile of "
                    f"{int(wide['tile'].iloc[0])} columns and the fused kernel reads x twice: the ledger's "
                    f"prediction falls from {fmt_x(narrow['predicted'].iloc[-1])} to "
                    f"{fmt_x(wide['predicted'].iloc[0])}.")  # fmt: skip
@@ -167,9 +169,13 @@ def _reasons(line: pd.DataFrame, paid: pd.Series) -> list[str]:
                    "no gain.")  # fmt: skip
     unexplained = lost[lost["predicted"] >= 1.1]
     if len(unexplained):
+        where = (
+            "compute — exp, half-precision conversions — or chunks re-read from DRAM rather than L2"
+            if (line["device"] == "cpu").all()
+            else "spills, occupancy, chunks re-read from HBM rather than L2"
+        )
         out.append(f"At cols = {', '.join(fmt_size(c) for c in unexplained['cols'])} the ledger still predicts a gain "
-                   "the kernels did not deliver: the time went where the ledger does not look (chunks re-read "
-                   "from memory rather than cache, spills, occupancy, launches).")  # fmt: skip
+                   f"the kernels did not deliver: the time went where the ledger does not look ({where}).")  # fmt: skip
     short = line[paid & (line["speedup"] < 0.75 * line["predicted"])]
     if len(short):
         out.append(f"At cols = {', '.join(fmt_size(c) for c in short['cols'])} fusion paid under 75% of the "

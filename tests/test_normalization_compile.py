@@ -1,0 +1,157 @@
+"""The normalization kernels compile for sm_90 (H100/H200) without a GPU, in registers.
+
+Triton's compiler and Numba's PTX compiler cannot run where TRITON_INTERPRET / NUMBA_ENABLE_CUDASIM are set
+(this test session sets both), so they run in a subprocess without them. Triton kernels are compiled at the
+launcher's num_warps and their PTX assembled by ptxas; CuPy's sources go through NVRTC. None may spill, for
+the default tile (4096 columns) and for the largest (16384, the chunked path, where registers are tightest).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.normalization import DECOMPOSITIONS
+from suite.ptxas import parse_ptxas
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP_OPS = sorted({st.op for steps in DECOMPOSITIONS.values() for st in steps})
+
+TRITON_SCRIPT = """
+import json, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton import normalization as tn
+from scenarios.normalization import kind
+
+TEMPLATES = {"reduce": tn._reduce_rows, "rowwise": tn._rowwise, "map": tn._exp_map, "affine": tn._affine}
+
+def build(fn, dtype, const):
+    pointers = [a for a in fn.arg_names if a.endswith("_ptr")]
+    signature = {a: ("*fp32" if a == "stat_ptr" else f"*{dtype}") for a in pointers} | {"cols": "i32"}
+    signature |= {c: "constexpr" for c in const}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=const)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": tn.num_warps(const["TILE"], {})})
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+        ptx.write(k.asm["ptx"])
+        ptx.flush()
+        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+        log = subprocess.run(command, capture_output=True, text=True, check=True)
+    return k, log.stdout + log.stderr
+
+cases = [(op, dtype, tile, one) for op in tn.FUSED for dtype in ("fp32", "fp16") for tile, one in
+         ((4096, True), (4096, False))] + [(op, "fp16", 16384, False) for op in tn.FUSED]
+for op, dtype, tile, one in cases:
+    k, log = build(tn.FUSED[op][0], dtype, {"TILE": tile, "ONE_TILE": one})
+    print(json.dumps({"kernel": f"{op} fused {dtype} tile={tile} one_tile={one}", "ptx": k.asm["ptx"], "ptxas": log}))
+for op, code in tn.CODES.items():
+    fn = TEMPLATES[kind(op)]
+    k, log = build(fn, "fp16", {"TILE": 4096} | ({"OP": code} if "OP" in fn.arg_names else {}))
+    print(json.dumps({"kernel": f"{op} step fp16", "ptx": k.asm["ptx"], "ptxas": log}))
+"""
+
+NUMBA_SCRIPT = """
+import json, sys
+from backends.numba.gpu import normalization
+from backends.numba.gpu.compile import compile_kernels
+
+dtype = sys.argv[1]
+out = {}
+for op in normalization.DECOMPOSITIONS:
+    for variant, params in (("fused", {"cols": 8192, "tile": 4096}), ("unfused", {"cols": 781, "tile": 4096})):
+        for name, ptx in compile_kernels(normalization.kernel_sources(op, variant, params, dtype)).items():
+            out[f"{op} {variant} {name}"] = ptx
+print(json.dumps(out))
+"""
+
+
+def _missing(*modules: str) -> str:
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"not installed: {', '.join(absent)}" if absent else ""
+
+
+def _subprocess(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NUMBA_ENABLE_CUDASIM")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    return subprocess.run([sys.executable, "-c", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+def test_triton_kernels_compile_for_sm90_without_spills() -> None:
+    proc = _subprocess(TRITON_SCRIPT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3 * 5 + len(STEP_OPS)
+    for row in rows:
+        assert ".target sm_90" in row["ptx"], row["kernel"]
+        (resources,) = parse_ptxas(row["ptxas"]).values()
+        assert resources.registers > 0 and resources.spill_bytes == 0, f"{row['kernel']}: {resources}"
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_numba_cuda_kernels_compile_for_sm90(dtype: str) -> None:
+    proc = _subprocess(NUMBA_SCRIPT, dtype)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ptx = json.loads(proc.stdout.splitlines()[-1])
+    assert len(ptx) == 3 + sum(len(steps) for steps in DECOMPOSITIONS.values()), sorted(ptx)
+    for name, code in ptx.items():
+        assert ".target sm_90" in code and ".visible .entry" in code, name
+        if dtype == "float16" and name.split()[1] == "fused":
+            assert "cvt.f32.f16" in code and "cvt.rn.f16.f32" in code, f"{name}: no float16 conversions"
+    assert "shfl" not in "".join(ptx.values())  # shared-memory reductions: what the simulator can run
+
+
+def _nvrtc_reason() -> str:
+    if reason := _missing("cupy"):
+        return reason
+    from backends.cupy.build import compile_sm90
+
+    try:
+        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
+    except Exception as exc:
+        return f"NVRTC cannot compile for sm_90: {exc}"
+    return ""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
+    from backends.cupy.build import compile_sm90
+    from backends.cupy.normalization import block_of, fused_source, step_source, threads_for
+
+    sources = []
+    for cols, tile in ((193, 64), (4096, 4096), (65536, 16384)):
+        block = block_of(cols, tile)
+        threads = threads_for(block, {"block": 256})
+        sources += [fused_source(op, dtype, block, threads) for op in DECOMPOSITIONS]
+    sources += [step_source(op, dtype, 4096, 256) for op in STEP_OPS]
+    for source in sources:
+        kernel = compile_sm90(*source)
+        r = kernel.resources
+        assert kernel.cubin and r.registers > 0, kernel.log
+        assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
+
+
+def test_cupy_threads_follow_the_chunk() -> None:
+    """No more threads than a quarter of a chunk's columns (a warp at least), more where a chunk would spill."""
+    from backends.cupy.normalization import block_of, threads_for
+
+    assert block_of(1, 4096) == 1 and block_of(781, 4096) == 1024 and block_of(32768, 4096) == 4096
+    assert threads_for(64, {"block": 256}) == 32 and threads_for(1, {"block": 256}) == 32
+    assert threads_for(4096, {"block": 256}) == 256 and threads_for(512, {"block": 256}) == 128
+    assert threads_for(16384, {"block": 128}) == 256
+    with pytest.raises(ValueError, match="multiple of 32"):
+        threads_for(4096, {"block": 100})
