@@ -17,7 +17,6 @@ ones, the same in both variants.
 from __future__ import annotations
 
 import contextlib
-import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -235,9 +234,9 @@ def step_source(op: str, dtype: str, block: int, threads: int) -> tuple[str, str
     return CONVERSIONS + REDUCTIONS + body, name
 
 
-@functools.cache
-def _compiled(source: tuple[str, str]) -> Any:
-    return build(*source)
+def _compiled(source: tuple[str, str], threads: int) -> Any:
+    """The kernel, recorded for the resource report (`build` caches the compile)."""
+    return build(*source, threads=threads)
 
 
 MAX_ITEMS = 64
@@ -277,7 +276,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     rows, cols = out.shape
     block, dtype = block_of(cols, int(params["tile"])), np.dtype(out.dtype).name
     threads = threads_for(block, opts)
-    k = _compiled(fused_source(op, dtype, block, threads))
+    k = _compiled(fused_source(op, dtype, block, threads), threads)
     names = {"layernorm": ("x", "weight", "bias"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}[op]
     return _launcher([(k, (rows,), (*(inputs[n] for n in names), out, np.int64(cols)))], threads, opts)
 
@@ -293,7 +292,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
         if st.writes not in env:
             env[st.writes] = TARGET.empty((rows,) if st.writes in ROW_STATS else (rows, cols),
                                           "float32" if st.writes in ROW_STATS else dtype)  # fmt: skip
-        k = _compiled(step_source(st.op, dtype, block, threads))
+        k = _compiled(step_source(st.op, dtype, block, threads), threads)
         src, dst = env[st.reads[0]], env[st.writes]
         if kind(st.op) == "reduce":
             launches.append((k, (rows,), (src, dst, np.int64(cols))))

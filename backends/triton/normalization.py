@@ -26,6 +26,7 @@ import triton.language as tl
 from backends.triton import launch_context
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.registry import kernel
+from suite.resources import record_triton
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip
@@ -232,7 +233,8 @@ def _launcher(launches: list[Launch], tile: int, opts: dict) -> Callable[[], Non
     warps = num_warps(tile, opts)
     context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
     for fn, grid, args, const in launches:
-        fn.warmup(*args, TILE=tile, num_warps=warps, grid=grid, **const)
+        compiled = fn.warmup(*args, TILE=tile, num_warps=warps, grid=grid, **const)
+        record_triton(fn, args, {"TILE": tile, **const}, warps, compiled=compiled)
 
     def launch() -> None:
         with context():

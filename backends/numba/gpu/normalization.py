@@ -24,6 +24,7 @@ import numpy as np
 from backends.numba import simulating
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.registry import Launcher, kernel
+from suite.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -291,10 +292,18 @@ def _stream(opts: dict) -> Any:
     return cuda.external_stream(handle)
 
 
-def _prepared(source: Callable[..., None], grid: tuple[int, ...], threads: int, stream: Any, args: tuple) -> Callable:
-    dispatcher = _jit(source)
+def _dispatcher(variant: str, op: str, block: int, threads: int) -> Any:
+    """The `cuda.jit` dispatcher of a fused kernel or an unfused step (importable: the resource report rebuilds it)."""
+    return _jit((fused_source if variant == "fused" else step_source)(op, block, threads))
+
+
+def _prepared(key: tuple[str, str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple,
+              name: str) -> Callable:  # fmt: skip
+    dispatcher = _dispatcher(*key)
+    compiled = None
     if not simulating():
-        dispatcher.compile(tuple(numba.typeof(a) for a in args))
+        compiled = dispatcher.compile(tuple(numba.typeof(a) for a in args))
+    record_numba((__name__, "_dispatcher", key), args, threads, name=name, compiled=compiled)
 
     def launch() -> None:
         # Configured at each launch: the simulator's kernel object keeps its last configuration.
@@ -314,7 +323,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     block = block_of(cols, int(params["tile"]))
     threads = threads_for(block, opts)
     args = (*(inputs[n] for n in FUSED_INPUTS[op]), out)
-    return _prepared(fused_source(op, block, threads), (rows,), threads, _stream(opts), args)
+    return _prepared(("fused", op, block, threads), (rows,), threads, _stream(opts), args, f"{op} fused")
 
 
 def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
@@ -329,14 +338,14 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
         if st.writes not in env:
             stat = st.writes in ROW_STATS
             env[st.writes] = cuda.device_array(rows if stat else (rows, cols), dtype=np.float32 if stat else out.dtype)
-        src, dst, source = env[st.reads[0]], env[st.writes], step_source(st.op, block, threads)
+        src, dst, key = env[st.reads[0]], env[st.writes], ("unfused", st.op, block, threads)
         if kind(st.op) == "reduce":
-            steps.append(_prepared(source, (rows,), threads, stream, (src, dst)))
+            steps.append(_prepared(key, (rows,), threads, stream, (src, dst), st.op))
             continue
         stat_arg = env[st.reads[1]] if kind(st.op) == "rowwise" else placeholder
         w, b = env.get("weight", src[0]), env.get("bias", src[0])
         grid = (rows, -(-cols // block))
-        steps.append(_prepared(source, grid, threads, stream, (src, stat_arg, w, b, dst)))
+        steps.append(_prepared(key, grid, threads, stream, (src, stat_arg, w, b, dst), st.op))
 
     def launch() -> None:
         for step in steps:
