@@ -28,6 +28,8 @@ class Ceiling:
     bytes_per_copy: int
     cache_bytes: int = 0
     """The device's last cache level (CPU LLC, GPU L2): working sets below it may never reach memory."""
+    methods: dict[str, float] | None = None
+    """GB/s of every copy measured: the best is the ceiling; the others show what ordinary stores reach."""
 
 
 def _cpu_copies(n: int) -> dict[str, Callable[[], None]]:
@@ -109,4 +111,5 @@ def measure(device: str) -> Ceiling:
     timings = measure_interleaved(dict(copies), clock, COPY_TIMING)
     moved = 2 * n * 4
     best = min(timings, key=lambda k: timings[k].median)
-    return Ceiling(device, moved / (timings[best].median * 1e-3) / 1e9, str(best), moved, cache)
+    rates = {str(k): moved / (t.median * 1e-3) / 1e9 for k, t in timings.items()}
+    return Ceiling(device, rates[str(best)], str(best), moved, cache, rates)
