@@ -7,7 +7,9 @@ NotRunnable. The probe is cached: it may compile a kernel, and the answer cannot
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -83,3 +85,12 @@ class CupyTarget(Target):
 
 
 TARGET = register_target(CupyTarget())
+
+
+def launch_stream(handle: int | None) -> contextlib.AbstractContextManager:
+    """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
+    if handle is None or TARGET.probe().mode != NATIVE:
+        return contextlib.nullcontext()
+    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(int(handle))

@@ -20,18 +20,15 @@ the host, one std::thread per CUDA thread, to check its numbers where no GPU is 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, cupy
+from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
 from suite.registry import kernel
-from suite.targets import NATIVE
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
 SHARED_LIMIT = 48 * 1024
@@ -319,17 +316,8 @@ def _compiled(params: dict, dtype: str, names: tuple[str, ...]) -> list[Any]:
     return [build(text, name, threads=threads.get(name, 2 * int(params["block_m"]))) for name in names]
 
 
-def _stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The external stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))
-
-
 def _launcher(launches: list[tuple[Any, tuple, tuple, tuple]], opts: dict) -> Callable[[], None]:
-    context = _stream(opts.get("stream"))
+    context = launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with context:

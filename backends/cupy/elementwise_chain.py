@@ -13,17 +13,14 @@ cuda_fp16.h. The ops use CUDA's accurate tanhf and expf (no fast-math), the same
 
 from __future__ import annotations
 
-import contextlib
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, cupy
+from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
 from suite.registry import kernel
-from suite.targets import NATIVE
 
 CONVERSIONS = r"""
 typedef unsigned short half_bits;
@@ -90,7 +87,7 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
     block = int(opts.get("block", 256))
     grid, size = ((n + block - 1) // block,), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
-    context = _stream(opts.get("stream"))
+    context = launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with context:
@@ -98,15 +95,6 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
                 k(grid, (block,), args)
 
     return launch
-
-
-def _stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The external stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="fused", target="cuda")

@@ -14,15 +14,13 @@ PTX conversions of the elementwise module (NVRTC from the wheels has no cuda_fp1
 
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, cupy
+from backends.cupy import TARGET, cupy, launch_stream
 from backends.cupy.build import ARCH, build
 from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.registry import kernel
@@ -159,15 +157,6 @@ def _compiled(
     return build(*source(kind, dtype, tile, epilogue), threads=threads)
 
 
-def _stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The external stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))
-
-
 def _launcher(
     inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool
 ) -> Callable[[], None]:
@@ -199,7 +188,7 @@ def _launcher(
     if separate:
         args = (mid, bias, out, np.int64(m * n), np.int32(n))
         steps.append(_step(_compiled("bias_gelu", dtype, block), flat, (block,), args))
-    context = _stream(opts.get("stream"))
+    context = launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with context:

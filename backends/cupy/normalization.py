@@ -16,19 +16,16 @@ ones, the same in both variants.
 
 from __future__ import annotations
 
-import contextlib
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, cupy
+from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
 from backends.cupy.elementwise_chain import CONVERSIONS
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.registry import kernel
-from suite.targets import NATIVE
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
 
@@ -252,17 +249,8 @@ def threads_for(block: int, opts: dict) -> int:
     return min(1024, max(min(threads, max(32, block // 4)), block // MAX_ITEMS))
 
 
-def _stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The external stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))
-
-
 def _launcher(launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], threads: int, opts: dict) -> Callable:
-    context = _stream(opts.get("stream"))
+    context = launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with context:
