@@ -22,10 +22,10 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import intrinsic, register_jitable
+from numba import njit, prange
+from numba.extending import register_jitable
 
-from backends.numba.ops import CODECS
+from backends.numba.ops import CODECS, _float_from_bits
 from suite.registry import Launcher, kernel
 
 F32 = np.float32
@@ -41,18 +41,6 @@ EXP_MIN = F32(-87.0)
 EXP_POLY = tuple(F32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                                   1.6666665459e-1, 5.0000001201e-1))  # fmt: skip
 P0, P1, P2, P3, P4, P5 = EXP_POLY
-
-
-@intrinsic
-def _float_from_bits(typingctx: object, bits: types.Type) -> tuple | None:
-    """Reinterpret an int32 as float32: builds 2ⁿ from its exponent field."""
-    if isinstance(bits, types.Integer) and bits.bitwidth == 32:
-
-        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-            return builder.bitcast(args[0], context.get_value_type(types.float32))
-
-        return types.float32(bits), codegen
-    return None
 
 
 @register_jitable
