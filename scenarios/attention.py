@@ -120,6 +120,9 @@ class Attention(Scenario):
     def shape(self, params: Params) -> tuple[int, int, int, int]:
         return params["batch"], params["heads"], params["seq_len"], params["head_dim"]
 
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        return {name: self.shape(params) for name in self.inputs}
+
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Standard normal q, k, v: scores q·k/√d are then of unit variance, a softmax neither flat nor one-hot."""
         return {name: rng.standard_normal(self.shape(params), dtype=np.float32).astype(dtype) for name in self.inputs}

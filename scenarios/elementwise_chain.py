@@ -88,6 +88,9 @@ class ElementwiseChain(Scenario):
             if op not in OPS:
                 raise ConfigError(f"unknown op '{op}' in scenario.ops; valid: {', '.join(OPS)}")
 
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        return {"x": (params["n"],)}
+
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"x": rng.uniform(-3.0, 3.0, params["n"]).astype(dtype)}
 

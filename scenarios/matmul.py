@@ -113,6 +113,10 @@ class Matmul(Scenario):
                 f"{', '.join(map(str, TILE_SIZES))}"
             )
 
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        m, n, k = params["m"], params["n"], params["k"]
+        return {"a": (m, k), "b": (k, n), "bias": (n,)}
+
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A ~ U(-1, 1), B ~ U(-1, 1)·√(3/K): A·B stays near unit scale, where gelu bends, whatever K is."""
         m, n, k = params["m"], params["n"], params["k"]

@@ -261,6 +261,10 @@ class RowNormalization(Scenario):
                 f"{rows} × {cols} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f}"
             )
 
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        rows, cols = params["rows"], params["cols"]
+        return {name: (rows, cols) if name == "x" else (cols,) for name in self.inputs}
+
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         rows, cols = params["rows"], params["cols"]
         x = rng.random((rows, cols), dtype=np.float32) * np.float32(6.0) - np.float32(3.0)

@@ -173,12 +173,35 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
         )
         return
     finally:  # compile-only rows (NotRunnable) report resources too; analysis never fails the row
-        resources.annotate(row, impl.key.target, specs)
+        built_for = None
+        if impl.key.target == "cuda" and impl.run_params != job.params:
+            specs, built_for = _case_specs(impl, job, scn, mode, specs)
+        resources.annotate(row, impl.key.target, specs, built_for)
     row.max_rel_err, problem = numerics.judge(impl.out, ref, tol)
     row.status, row.reason = ("mismatch", problem) if problem else ("ok", "")
     if emulated:
         where = f" on the slice {row.checked_params}" if row.checked_params else " on the whole case"
         row.reason = row.reason or f"{target.probe().reason}; numerics checked{where}"
+
+
+def _case_specs(impl: Impl, job: Job, scn: Scenario, mode: str, slice_specs: list) -> tuple[list, str | None]:
+    """The CUDA kernels the entry builds for the case itself, when emulation ran a smaller slice of it.
+
+    A slice may change what is compiled (a narrower row gets a smaller tile), so the resources must come from
+    an entry built for the case's params: built on arrays of the case's shapes that are allocated but never
+    written (untouched pages cost no memory) and never launched. Where that fails, the slice's kernels are
+    reported, and the params they were built for named."""
+    assert impl.target is not None
+    specs: list = []
+    try:
+        shapes = scn.input_shapes(job.params)
+        inputs = {name: impl.target.empty(shape, job.dtype) for name, shape in shapes.items()}
+        out = impl.target.empty(scn.output_shape(job.params), job.dtype)
+        with resources.recording(specs):
+            REGISTRY.get(impl.key)(inputs, out, job.params, _options(job, impl.key, mode))
+    except Exception:
+        return slice_specs, impl.row.checked_params or None
+    return specs, None
 
 
 def _peers(impls: list[Impl]) -> None:

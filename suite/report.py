@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import extras
+from suite import extras, pressure
 from suite.frames import BASELINE, CHART_KINDS, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
 from suite.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
+from suite.markdown import details, table
 from suite.verdict import verdicts
 
 STORE_MEANING = {
@@ -83,7 +84,7 @@ def _devices(data: pd.DataFrame) -> str:
         measured = _span(ceiling, "{:,.1f}") + " GB/s" if len(ceiling) else "not measured (nothing timed)"
         rows.append([device, names, model, STORE_MEANING.get(model, ""), measured])
     head = ["device", "device name", "store model", "what the ledger counts", "measured copy ceiling"]
-    return _table(head, rows)
+    return table(head, rows)
 
 
 def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
@@ -91,7 +92,9 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     axis = rows["size_axis"].iloc[0]
     parts = [f"## {name}", "### Verdict", verdicts(pairs)]
     parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis)]
-    parts += ["### Crossover", _crossover_table(pairs), "### Charts"]
+    parts += ["### Crossover", _crossover_table(pairs)]
+    parts += [text for text in [pressure.section(rows, pairs)] if text]
+    parts += ["### Charts"]
     named = {p.name: p for p in charts}
     for kind in CHART_KINDS:
         if chart_name(kind, name) in named:
@@ -103,22 +106,22 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
             caption = path.stem.removesuffix(f"_{name}").replace("_", " ")
             parts.append(f"![{caption}]({Path(os.path.relpath(path, outdir)).as_posix()})")
     parts += [section(rows) for section in extras.sections(name)]
-    parts += ["### Timings", _details(f"All {len(rows)} rows", _summary_table(rows, axis))]
+    parts += ["### Timings", details(f"All {len(rows)} rows", _summary_table(rows, axis))]
     parts += ["### Traffic ledger", _ledger_table(rows, axis)]
     return "\n\n".join(parts)
 
 
 def _crossover_table(pairs: pd.DataFrame) -> str:
     """Per case swept over size: the smallest size from which the variant pays at every larger size."""
-    table = crossovers(pairs)
-    if table.empty:
+    found = crossovers(pairs)
+    if found.empty:
         return "No case was swept over more than one size."
     rows = [
         [r.series, r.dtype, r.impl, f"{r.variant} vs {r.baseline}",
          f"{r.size_axis} ≥ {fmt_size(r.pays_from)}" if pd.notna(r.pays_from) else f"never (up to {fmt_size(r.largest)})"]
-        for r in table.itertuples()
+        for r in found.itertuples()
     ]  # fmt: skip
-    return _table(["case", "dtype", "backend/device", "comparison", "fusion pays from"], rows)
+    return table(["case", "dtype", "backend/device", "comparison", "fusion pays from"], rows)
 
 
 def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
@@ -153,7 +156,7 @@ def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
         ]
         for r in pairs.itertuples()
     ]
-    return _table(head, rows) if rows else "No pair of variants was timed on the same case."
+    return table(head, rows) if rows else "No pair of variants was timed on the same case."
 
 
 def _summary_table(rows: pd.DataFrame, axis: str) -> str:
@@ -186,7 +189,7 @@ def _summary_table(rows: pd.DataFrame, axis: str) -> str:
         ]
         for r in rows.sort_values(ORDER).itertuples()
     ]
-    return _table(head, body)
+    return table(head, body)
 
 
 def _ledger_table(rows: pd.DataFrame, axis: str) -> str:
@@ -226,7 +229,7 @@ def _ledger_table(rows: pd.DataFrame, axis: str) -> str:
         "Bytes moved follow the device's store model; the saving counts one write and one read per "
         "removed intermediate (ΔQ = 2·N·s); under write-allocate each one also avoids an allocate read."
     )
-    return (note + "\n\n" + _details(f"{len(body)} cases", _table(head, body))) if body else "No ledger rows."
+    return (note + "\n\n" + details(f"{len(body)} cases", table(head, body))) if body else "No ledger rows."
 
 
 def _not_ok(data: pd.DataFrame) -> str:
@@ -249,20 +252,7 @@ def _not_ok(data: pd.DataFrame) -> str:
             ]
         )
     head = ["status", "reason", "rows", "backend/device", "variants", "dtypes", "example"]
-    return "## Rows that are not ok\n\n" + _table(head, body)
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table; pipes inside cells are escaped."""
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
-
-    return "\n".join([line(head), line(["---"] * len(head)), *(line(r) for r in rows)])
-
-
-def _details(summary: str, body: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+    return "## Rows that are not ok\n\n" + table(head, body)
 
 
 def _num(value: float, fmt: str = "{:.4g}") -> str:

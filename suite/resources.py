@@ -601,13 +601,13 @@ def for_row(specs: Sequence[KernelSpec | Unrecorded]) -> dict[str, Any]:
     return out
 
 
-def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded]) -> None:
+def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded], built_for: str | None = None) -> None:
     """Fill a results row's regs / spill_bytes / smem_bytes / occupancy and extra["kernels"]; on a CPU target,
     or where nothing could be analysed, extra["resources"] says why. Never raises.
 
-    In emulation the entry is built for the emulation slice (`row.checked_params`), and so are its kernels:
-    where a scenario's slice changes tiles or alignment, extra["resources_params"] names the params they
-    were built for."""
+    The kernels are those built for the row's own params; `built_for` (params as JSON) names the smaller
+    emulation slice they were built for instead, where the case's own could not be built, and is kept in
+    extra["resources_params"]."""
     try:
         if device != "cuda":
             row.extra["resources"] = "not applicable: CPU target"
@@ -619,8 +619,8 @@ def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded]) ->
         row.regs, row.spill_bytes = summary["regs"], summary["spill_bytes"]
         row.smem_bytes, row.occupancy = summary["smem_bytes"], summary["occupancy"]
         row.extra["kernels"] = summary["kernels"]
-        if getattr(row, "checked_params", ""):  # emulation built the kernels for a smaller slice of the case
-            row.extra["resources_params"] = row.checked_params
+        if built_for:
+            row.extra["resources_params"] = built_for
         if summary.get("errors"):
             row.extra["resources"] = "; ".join(summary["errors"])[:1000]
     except Exception as exc:  # resource analysis must never fail a row

@@ -61,6 +61,11 @@ class Scenario:
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        """Each input's shape (all inputs are of the case's dtype) without making the inputs: kernels built for
+        the case itself on untouched arrays report the resources a GPU would use while emulation runs a slice."""
+        raise NotImplementedError
+
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         """The output computed in float64 from the (already rounded) inputs."""
         raise NotImplementedError

@@ -237,16 +237,19 @@ def _compiled(source: tuple[str, str], threads: int) -> Any:
 
 
 MAX_ITEMS = 64
-"""Registers per thread a chunk may take: a wider chunk gets more threads (at 128 items ptxas spills)."""
+"""Registers per thread a chunk may take: a wider chunk gets more threads (at 128 items ptxas spills).
+opts["max_items"] raises it, to show what a fused kernel holding too much of its row per thread costs."""
 
 
 def threads_for(block: int, opts: dict) -> int:
     """opts["block"] threads (a multiple of 32), but no more than a quarter of a chunk's columns (at least a
-    warp: each thread takes a few columns), and more where a chunk would need more than MAX_ITEMS each."""
-    threads = int(opts.get("block", 256))
+    warp: each thread takes a few columns), and more where a chunk would need more than max_items each."""
+    threads, max_items = int(opts.get("block", 256)), int(opts.get("max_items", MAX_ITEMS))
     if threads % 32 or not 32 <= threads <= 1024:
         raise ValueError(f"cupy normalization: block={threads} threads must be a multiple of 32 in 32..1024")
-    return min(1024, max(min(threads, max(32, block // 4)), block // MAX_ITEMS))
+    if not 1 <= max_items <= 512:
+        raise ValueError(f"cupy normalization: max_items={max_items} must be in 1..512")
+    return min(1024, max(min(threads, max(32, block // 4)), block // max_items))
 
 
 def _launcher(launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], threads: int, opts: dict) -> Callable:
