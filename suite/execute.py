@@ -242,6 +242,7 @@ def _rates(impls: list[Impl], ceilings: dict[str, Ceiling]) -> None:
         top = ceilings.get(impl.key.target)
         if row.mode == targets.NATIVE and top is not None:
             row.ceiling_gbps, row.cache_bytes = top.gbps, top.cache_bytes
+            row.ceiling_streaming_gbps = top.streaming_gbps
         if row.time_ms and row.bytes_read is not None:
             row.gbps = (row.bytes_read + row.bytes_written) / (row.time_ms * 1e-3) / 1e9
             row.pct_of_ceiling = 100.0 * row.gbps / row.ceiling_gbps if row.ceiling_gbps else None

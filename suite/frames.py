@@ -35,6 +35,7 @@ NUMERIC = [
     "intermediates_removed",
     "bytes_saved",
     "ceiling_gbps",
+    "ceiling_streaming_gbps",
     "pct_of_ceiling",
     "tolerance",
     "peer_err",

@@ -80,10 +80,12 @@ def _devices(data: pd.DataFrame) -> str:
         timed = sub[sub["time_ms"].notna()]
         names = _distinct((timed if len(timed) else sub)["device_name"])
         model = next((m for m in sub["store_model"] if m), STORE_MODEL.get(device, ""))
-        ceiling = sub["ceiling_gbps"].dropna()
+        ceiling, streaming = sub["ceiling_gbps"].dropna(), sub["ceiling_streaming_gbps"].dropna()
         measured = _span(ceiling, "{:,.1f}") + " GB/s" if len(ceiling) else "not measured (nothing timed)"
+        if len(streaming) and (streaming > ceiling.reindex(streaming.index) * 1.05).any():
+            measured += f" (a copy with non-temporal stores: {_span(streaming, '{:,.1f}')} GB/s)"
         rows.append([device, names, model, STORE_MEANING.get(model, ""), measured])
-    head = ["device", "device name", "store model", "what the ledger counts", "measured copy ceiling"]
+    head = ["device", "device name", "store model", "what the ledger counts", "measured copy ceiling (ordinary stores)"]
     return table(head, rows)
 
 

@@ -54,6 +54,9 @@ class Row:
     intermediates_removed: int | None = None
     bytes_saved: int | None = None
     ceiling_gbps: float | None = None
+    """The run's best copy that stores as the kernels do (see suite.ceiling): what pct_of_ceiling divides by."""
+    ceiling_streaming_gbps: float | None = None
+    """The run's best copy of all, non-temporal stores allowed (above ceiling_gbps on a CPU only)."""
     cache_bytes: int | None = None
     """The device's last cache level: unfused intermediates smaller than this may never reach memory."""
     pct_of_ceiling: float | None = None
