@@ -43,6 +43,9 @@ OPS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 FLOPS = {"scale": 1, "shift": 1, "relu": 1, "square": 1, "tanh": 1, "sigmoid": 3, "silu": 4, "gelu": 9}
 """FLOPs per element, counting each add, multiply, max, divide and transcendental (exp, tanh) as one."""
+TRANSCENDENTAL = frozenset({"tanh", "sigmoid", "silu", "gelu"})
+"""Ops that evaluate exp or tanh: a chain with any of them can be bound by arithmetic where a chain of cheap ops
+(scale, shift, relu, square) is bound by memory, so its speedup follows its own curve against length."""
 
 MAX_CHAIN = 16
 MAX_N = 2**31 - 1

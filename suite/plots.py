@@ -8,6 +8,7 @@ the same run on the same device (`ceiling_gbps`), never a datasheet peak. Lines 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,9 @@ MAX_COLS = 4
 STYLE = {"fused": ("-", "o"), "unfused": ("--", "X"), "library": (":", "s")}
 """Line style and marker per variant; any other variant gets dash-dot and a diamond."""
 PREDICTED = {"cpu": (0, (5, 2)), "cuda": (0, (2, 2))}
+FAMILIES = {"cheap ops only": ("-", None), "with tanh/exp": ("-.", "white")}
+"""Line style and marker face per chain family on the speedup-vs-chain chart (None: the line's colour); a family
+with one length is a lone point, so its hollow marker has to tell it apart."""
 Draw = Callable[..., None]
 
 
@@ -46,7 +50,7 @@ def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         for scenario, sub in rows.groupby("scenario"):
             colors = _palette(sorted(sub["impl"].unique()))
             ratios = pairs[pairs["scenario"] == scenario]
-            written.append(_save(time_chart(sub, colors), outdir / chart_name("time_vs_size", scenario)))
+            written.append(_save(time_chart(sub, colors, ratios), outdir / chart_name("time_vs_size", scenario)))
             if sub["gbps"].notna().any():
                 written.append(_save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", scenario)))
             if not ratios.empty:
@@ -60,8 +64,15 @@ def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     return written
 
 
-def time_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Median time against size, one line per implementation and variant, interquartile band shaded."""
+def time_chart(rows: pd.DataFrame, colors: dict[str, tuple], pairs: pd.DataFrame | None = None) -> plt.Figure:
+    """Median time against size, one line per implementation and variant, interquartile band shaded.
+
+    Given the speedup `pairs` of the same rows, the size from which a variant pays over its baseline for good is
+    marked as on the speedup chart, so it can be read against the times it saves (or the sizes nobody runs).
+    """
+    keys = ["series", "dtype", "impl", "variant"]
+    found = [] if pairs is None else [(*key, _pays_from(line)) for key, line in pairs.groupby(keys)]
+    rows = rows.merge(pd.DataFrame(found, columns=[*keys, "pays_from"]), on=keys, how="left")
 
     def draw(data: pd.DataFrame, **_: object) -> None:
         ax = plt.gca()
@@ -70,6 +81,8 @@ def time_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ls, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["size"], line["time_ms"], ls=ls, marker=marker, color=colors[impl], ms=5)
             ax.fill_between(line["size"], line["time_q1_ms"], line["time_q3_ms"], color=colors[impl], alpha=0.2)
+            if pd.notna(where := line["pays_from"].iloc[0]):
+                _mark_crossover(ax, where, colors[impl], f"{variant} pays from {line['size_axis'].iloc[0]}=")
         ax.set_yscale("log")
 
     legend = {**_impl_handles(colors), **_variant_handles(rows["variant"])}
@@ -87,7 +100,8 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             _, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["size"], line["speedup"], marker=marker, color=colors[impl], ms=5)
             ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
-            _mark_crossover(ax, line, colors[impl])
+            if (where := _pays_from(line)) is not None:
+                _mark_crossover(ax, where, colors[impl], "pays from ")
         _predicted(ax, data, "size")
 
     legend = {**_impl_handles(colors), **_measured_handles(pairs), **_predicted_handles(pairs)}
@@ -135,22 +149,27 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
 
 
 def chain_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Speedup against chain length at each implementation's largest size, measured vs predicted."""
+    """Speedup against chain length at each implementation's largest size, measured vs predicted.
+
+    One line per chain family (see FAMILIES): the cheap chains that extend one another form a line, the chains
+    with transcendentals another, so two chains of one length but different cost are not averaged into a point.
+    """
     largest = pairs.groupby("impl")["size"].transform("max")
-    top = pairs[pairs["size"] == largest]
+    top = pairs[pairs["size"] == largest].assign(family=lambda d: d["params"].map(_family))
 
     def draw(data: pd.DataFrame, **_: object) -> None:
         ax = plt.gca()
-        for (impl, variant), line in data.groupby(["impl", "variant"]):
+        for (impl, variant, family), line in data.groupby(["impl", "variant", "family"]):
             line = line.groupby("order", as_index=False)[["speedup", "speedup_lo", "speedup_hi"]].median()
             _, marker = STYLE.get(variant, ("-.", "D"))
-            ax.plot(line["order"], line["speedup"], marker=marker, color=colors[impl], ms=6)
+            ls, face = FAMILIES[family]
+            ax.plot(line["order"], line["speedup"], ls=ls, marker=marker, mfc=face, color=colors[impl], ms=6)
             ax.fill_between(line["order"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
         _predicted(ax, data, "order")
 
     at = {i: _sizes_text(top.loc[top["impl"] == i, ["size_axis", "size"]]) for i in colors}
     impls = {f"{i} ({at[i]})": h for i, h in _impl_handles(colors).items() if i in set(top["impl"])}
-    legend = {**impls, **_measured_handles(pairs), **_predicted_handles(pairs)}
+    legend = {**impls, **_measured_handles(pairs), **_family_handles(top["family"]), **_predicted_handles(pairs)}
     title = f"{_scenario(pairs)}: speedup over {BASELINE} vs chain length at the largest size"
     ylabel = f"speedup ({BASELINE} time / {', '.join(sorted(top['variant'].unique()))} time)"
     grid = _grid(top, draw, title, ylabel, legend, x="order", col="dtype", row=None)
@@ -205,13 +224,22 @@ def _pick_columns(data: pd.DataFrame, col: str) -> list[str]:
     return [order[round(i * step)] for i in range(MAX_COLS)]
 
 
-def _mark_crossover(ax: plt.Axes, line: pd.DataFrame, color: tuple) -> None:
-    """A dotted vertical line where fusion starts to pay for good (when it did not pay at the smallest size)."""
+def _pays_from(line: pd.DataFrame) -> float | None:
+    """Where one speedup line crosses into paying for good; None when it never does or pays from the start."""
     where = crossover(line)
-    if where is not None and where > line["size"].min():
-        ax.axvline(where, color=color, ls=":", lw=1.2)
-        ax.annotate(f"pays from {fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"),
-                    color=color, fontsize=7, rotation=90, ha="right", va="bottom")  # fmt: skip
+    return where if where is not None and where > line["size"].min() else None
+
+
+def _mark_crossover(ax: plt.Axes, where: float, color: tuple, label: str) -> None:
+    """A dotted vertical line at the crossover size, labelled `label` + the size along its foot.
+
+    Labels of implementations crossing at the same size step leftwards instead of overprinting; a light box keeps
+    them legible where they run over the lines they describe."""
+    nth = sum(text.xy[0] == where for text in ax.texts)
+    ax.axvline(where, color=color, ls=":", lw=1.2)
+    ax.annotate(f"{label}{fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(-10 * nth, 0), textcoords="offset points", color=color, fontsize=7, rotation=90,
+                ha="right", va="bottom", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3})  # fmt: skip
 
 
 def _predicted(ax: plt.Axes, data: pd.DataFrame, x: str) -> None:
@@ -266,6 +294,14 @@ def _measured_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
     return {f"measured ({v})": Line2D([], [], color="0.2", marker=STYLE.get(v, ("-.", "D"))[1]) for v in variants}
 
 
+def _family_handles(families: pd.Series) -> dict[str, Line2D]:
+    out = {}
+    for family, (ls, face) in FAMILIES.items():
+        if family in set(families):
+            out[f"chain: {family}"] = Line2D([], [], color="0.2", ls=ls, marker="o", mfc=face)
+    return out
+
+
 def _predicted_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
     out = {}
     for device in sorted(pairs["device"].unique()):
@@ -273,6 +309,14 @@ def _predicted_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
         out[f"predicted by ledger ({device})"] = Line2D([], [], color="0.35", ls=style, lw=1.4)
     out["1× (break-even)"] = Line2D([], [], color="0.1", lw=0.9)
     return out
+
+
+def _family(params: str) -> str:
+    """The chain family of a case from its params JSON: cheap ops only, or with a transcendental op."""
+    from scenarios.elementwise_chain import TRANSCENDENTAL
+
+    ops = json.loads(params).get("ops", []) if params else []
+    return "with tanh/exp" if TRANSCENDENTAL.intersection(ops) else "cheap ops only"
 
 
 def _sizes_text(sizes: pd.DataFrame) -> str:
