@@ -9,7 +9,9 @@ without reassociating sums, and results do not depend on the vector width. The u
 P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in fusion.
 
 `_exp` is a vectorisable float32 exp (Cody–Waite reduction and the Cephes polynomial, error under 2 ulp):
-libm's expf is a call per element and would dominate both variants. Half-precision arrays arrive as their
+libm's expf is a call per element and would dominate both variants. It is not backends.numba.ops.exp_float32,
+which keeps a NaN a NaN: here a NaN argument can only be −inf − (−inf), a running max and a tile max both
+still fully masked, whose weight must be 0. Half-precision arrays arrive as their
 uint16 bits (Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
 """
 
