@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.causes import causes, needs_cause
+from suite.causes import CACHED_PCT, causes, needs_cause
 from suite.frames import BASELINE, GROUP, fmt_size, fmt_x
 
 SHRUNK = 0.6
@@ -66,7 +66,7 @@ def _shape(line: pd.DataFrame) -> str:
         small = line.iloc[:low]
         cached = small["pct_of_ceiling_base"].max()
         why = "fixed per-launch costs, not memory traffic, dominate there"
-        if cached > 100:
+        if cached > CACHED_PCT:
             why = f"the {BASELINE} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
             why += "intermediates were served from cache"
         return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
