@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite.extras import charts_for, section_for
 from suite.frames import fmt_size, timed
+from suite.markdown import table
 from suite.plots import DPI, STYLE
 
 SCENARIO = "attention"
@@ -226,11 +227,9 @@ def fitting_section(frame: pd.DataFrame) -> str:
         return ""
     head = ["case", "dtype", "backend/device", "unfused slower than fused from", "unfused stops fitting at",
             "fused time / library time (same device)"]  # fmt: skip
-    table = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    table += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
     intro = (
         "The unfused variant writes and reads S and P, L×L per head each, and holds them: its traffic and "
         "footprint grow as seq_len², the fused kernel's as seq_len (plus K and V re-read once per query tile). "
         "A case whose unfused footprint exceeds the device's free memory is skipped before it runs."
     )
-    return "### Where unfused stops fitting or competing\n\n" + intro + "\n\n" + "\n".join(table)
+    return "### Where unfused stops fitting or competing\n\n" + intro + "\n\n" + table(head, body)

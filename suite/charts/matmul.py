@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from scenarios.matmul import VARIANTS_BY_EPILOGUE
 from suite.extras import charts_for, section_for
 from suite.frames import chart_name, dtype_rank, fmt_x, timed
+from suite.markdown import table
 from suite.plots import DPI, STYLE
 
 STYLE_MM = {**STYLE, "unblocked": ("--", "X"), "tiled": ("-", "o"), "unfused": ("-.", "v"), "fused": ("-", "P")}
@@ -285,8 +286,4 @@ def _sweep_table(done: pd.DataFrame, free: pd.DataFrame) -> str:
     for r in free.itertuples():
         body.append([r.case, r.dtype, r.impl, r.variant, "–", f"{r.bytes_modeled / 1e6:,.1f}", f"{r.intensity:.1f}",
                      f"{r.time_ms:.3g}", f"{r.gflops:,.1f}", ""])  # fmt: skip
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c) for c in cells) + " |"
-
-    return "\n".join([line(head), line(["---"] * len(head)), *map(line, body)])
+    return table(head, body)

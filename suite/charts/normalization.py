@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite.extras import charts_for, section_for
 from suite.frames import fmt_size, fmt_x, speedups, tidy, timed
+from suite.markdown import table
 from suite.plots import DPI, STYLE
 
 SCENARIOS = ("layernorm", "rmsnorm", "softmax")
@@ -230,8 +231,7 @@ def _reread_table(data: pd.DataFrame) -> str:
     note = ("Per case, the ledger's bytes at the outer-memory boundary, each read and write counted once (the "
             "traffic ledger below adds the CPU's write-allocate reads). A fused kernel re-reads x once when "
             "cols > tile.")  # fmt: skip
-    table = [head, ["---"] * len(head), *body]
-    return note + "\n\n" + "\n".join("| " + " | ".join(map(str, row)) + " |" for row in table)
+    return note + "\n\n" + table(head, body)
 
 
 def _mb(value: float) -> str:
