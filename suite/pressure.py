@@ -29,15 +29,17 @@ def section(rows: pd.DataFrame, pairs: pd.DataFrame) -> str:
         return ""
     lines = ["### Resource pressure (sm_90 builds)"]
     spilling = kernels[kernels["spill"] > 0]
-    if spilling.empty:
+    if spilling.empty and kernels["occupancy"].isna().all():
+        lines.append("No kernel spills.")
+    elif spilling.empty:
         low = kernels.loc[kernels["occupancy"].idxmin()]
         lines.append(f"No kernel spills. Lowest theoretical occupancy: {_pct(low.occupancy)} (`{low.kernel}`, "
-                     f"{low.variant}, {low.series} {low['dtype']}: {_limited(low)}).")  # fmt: skip
+                     f"{low.variant}, {low.case} {low['dtype']}: {_limited(low)}).")  # fmt: skip
     else:
-        for key, group in spilling.groupby(["series", "dtype", "impl", "variant"], sort=False):
+        for key, group in spilling.groupby(["case", "dtype", "impl", "variant"], sort=False):
             lines.append("- " + _spill_sentence(key, group, kernels, pairs))
     body = [
-        [k.series, k.dtype, k.impl, k.variant, f"`{k.kernel}`", _int(k.launches), _int(k.threads), _int(k.regs),
+        [k.case, k.dtype, k.impl, k.variant, f"`{k.kernel}`", _int(k.launches), _int(k.threads), _int(k.regs),
          _int(k.spill), _int(k.smem), _pct(k.occupancy), k.limiter]
         for k in kernels.itertuples()
     ]  # fmt: skip
@@ -53,7 +55,7 @@ def _kernels(rows: pd.DataFrame) -> pd.DataFrame:
             if "error" in k:
                 continue
             out.append({
-                "series": series_label(_parse(row.params), ""), "dtype": row.dtype, "impl": row.impl,
+                "case": series_label(_parse(row.params), ""), "dtype": row.dtype, "impl": row.impl,
                 "variant": row.variant, "params": row.params, "status": row.status, "kernel": k.get("name", "?"),
                 "launches": k.get("launches"), "threads": k.get("threads"), "regs": k.get("regs"),
                 "spill": (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0),
@@ -68,11 +70,11 @@ def _kernels(rows: pd.DataFrame) -> pd.DataFrame:
 def _spill_sentence(key: tuple, group: pd.DataFrame, kernels: pd.DataFrame, pairs: pd.DataFrame) -> str:
     """'cupy/cuda fused, cols=16384 float32: `k` spills N B per thread (R registers, occupancy O); the
     unfused kernels: at most R' registers, no spills. Verdict: ...'"""
-    series, dtype, impl, variant = key
+    case, dtype, impl, variant = key
     worst = group.loc[group["spill"].idxmax()]
-    text = (f"**{impl} {variant}, {series} {dtype}**: `{worst.kernel}` spills {worst.spill:,.0f} bytes per thread "
+    text = (f"**{impl} {variant}, {case} {dtype}**: `{worst.kernel}` spills {worst.spill:,.0f} bytes per thread "
             f"({worst.regs:.0f} registers, occupancy {_pct(worst.occupancy)})")  # fmt: skip
-    same = (kernels["series"] == series) & (kernels["dtype"] == dtype) & (kernels["impl"] == impl)
+    same = (kernels["case"] == case) & (kernels["dtype"] == dtype) & (kernels["impl"] == impl)
     for other, theirs in kernels[same & (kernels["variant"] != variant)].groupby("variant", sort=False):
         spill = theirs["spill"].max()
         text += (f"; the {other} kernels: at most {theirs['regs'].max():.0f} registers, "

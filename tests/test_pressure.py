@@ -61,3 +61,12 @@ def test_without_spills_the_lowest_occupancy_is_reported() -> None:
 def test_no_cuda_kernels_no_section() -> None:
     rows = _rows(0)
     assert pressure.section(rows[rows["device"] == "cpu"], pd.DataFrame()) == ""
+
+
+def test_kernels_without_occupancy_still_get_their_table() -> None:
+    rows = _rows(0)
+    rows["extra"] = rows["extra"].str.replace('"occupancy": 0.21875', '"occupancy": null')
+    rows["extra"] = rows["extra"].str.replace('"occupancy": 1.0', '"occupancy": null')
+    rows["extra"] = rows["extra"].str.replace('"occupancy": 0.75', '"occupancy": null')
+    text = pressure.section(rows, pd.DataFrame())
+    assert text.split("\n\n")[1] == "No kernel spills." and "Every kernel (3)" in text
