@@ -31,6 +31,8 @@ def section(rows: pd.DataFrame, pairs: pd.DataFrame) -> str:
     spilling = kernels[kernels["spill"] > 0]
     if spilling.empty and kernels["occupancy"].isna().all():
         lines.append("No kernel spills.")
+    elif spilling.empty and (kernels["occupancy"] >= 1.0).all():
+        lines.append("No kernel spills, and every kernel can reach full theoretical occupancy.")
     elif spilling.empty:
         low = kernels.loc[kernels["occupancy"].idxmin()]
         lines.append(f"No kernel spills. Lowest theoretical occupancy: {_pct(low.occupancy)} (`{low.kernel}`, "
@@ -38,13 +40,21 @@ def section(rows: pd.DataFrame, pairs: pd.DataFrame) -> str:
     else:
         for key, group in spilling.groupby(["case", "dtype", "impl", "variant"], sort=False):
             lines.append("- " + _spill_sentence(key, group, kernels, pairs))
+    same = ["dtype", "impl", "variant", "kernel", "threads", "regs", "spill", "smem", "occupancy", "limiter"]
+    distinct = kernels.fillna({"limiter": ""}).groupby(same, sort=False, dropna=False)
     body = [
-        [k.case, k.dtype, k.impl, k.variant, f"`{k.kernel}`", _int(k.launches), _int(k.threads), _int(k.regs),
-         _int(k.spill), _int(k.smem), _pct(k.occupancy), k.limiter]
-        for k in kernels.itertuples()
+        [_cases(group["case"]), dtype, impl, variant, f"`{kernel}`", _int(group["launches"].max()), _int(threads),
+         _int(regs), _int(spill), _int(smem), _pct(occ), limiter]
+        for (dtype, impl, variant, kernel, threads, regs, spill, smem, occ, limiter), group in distinct
     ]  # fmt: skip
-    lines.append(details(f"Every kernel ({len(body)})", table(HEAD, body)))
+    lines.append(details(f"Every kernel ({len(body)} distinct builds)", table(HEAD, body)))
     return "\n\n".join(lines)
+
+
+def _cases(cases: pd.Series) -> str:
+    """The cases a build serves: one kernel is often the same at every size of a sweep."""
+    seen = list(dict.fromkeys(cases))
+    return "; ".join(seen) if len(seen) <= 2 else f"{seen[0]}; … ({len(seen)} cases)"
 
 
 def _kernels(rows: pd.DataFrame) -> pd.DataFrame:

@@ -69,4 +69,4 @@ def test_kernels_without_occupancy_still_get_their_table() -> None:
     rows["extra"] = rows["extra"].str.replace('"occupancy": 1.0', '"occupancy": null')
     rows["extra"] = rows["extra"].str.replace('"occupancy": 0.75', '"occupancy": null')
     text = pressure.section(rows, pd.DataFrame())
-    assert text.split("\n\n")[1] == "No kernel spills." and "Every kernel (3)" in text
+    assert text.split("\n\n")[1] == "No kernel spills." and "Every kernel (3 distinct builds)" in text
