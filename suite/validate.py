@@ -93,6 +93,7 @@ def plan(cfg: DictConfig) -> Plan:
     variants = _choose("variant", as_list(cfg.variants) if cfg.variants else list(scn.variants), scn.variants)
     targets = _choose("device target", as_list(cfg.device.targets), DEVICES)
     _check_timing(cfg)
+    _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
     return Plan(scn, cases, dtypes, backends, variants, targets)
 
@@ -105,6 +106,39 @@ def _check_timing(cfg: DictConfig) -> None:
         raise ConfigError(f"timing.case_timeout_s={t.case_timeout_s} must be positive")
     if cfg.device.emulate_max_elements < 1:
         raise ConfigError("device.emulate_max_elements must be at least 1")
+
+
+def _pow2(low: int, high: int) -> tuple[str, Any]:
+    return f"a power of two in {low}..{high}", lambda v: low <= v <= high and v & (v - 1) == 0
+
+
+def _threads(v: int) -> bool:
+    return 32 <= v <= 1024 and v % 32 == 0
+
+
+BACKEND_OPTIONS: dict[str, dict[str, tuple[str, Any]]] = {
+    "triton": {"block": _pow2(16, 65536), "num_warps": _pow2(1, 32)},
+    "cupy": {"block": ("a multiple of 32 in 32..1024", _threads), "max_items": ("an integer in 1..512",
+                                                                                 lambda v: 1 <= v <= 512)},
+    "numba": {"block": ("a multiple of 32 in 32..1024", _threads)},
+}  # fmt: skip
+"""backend_options.<backend>.<key> the kernels read: Triton's elementwise block (elements per program) and
+num_warps; CuPy's and Numba CUDA's threads per block; CuPy normalization's cap on row values per thread."""
+
+
+def _check_backend_options(cfg: DictConfig) -> None:
+    options = OmegaConf.to_container(cfg.backend_options, resolve=True) or {}
+    for backend, given in options.items():
+        rules = BACKEND_OPTIONS.get(str(backend), {})
+        for key, value in (given or {}).items():
+            if key not in rules:
+                valid = ", ".join(rules) or "none"
+                raise ConfigError(f"unknown option backend_options.{backend}.{key}; valid: {valid}")
+            meaning, ok = rules[key]
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+                raise ConfigError(f"backend_options.{backend}.{key}={value} must be {meaning}")
 
 
 def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None:

@@ -27,6 +27,10 @@ BAD = [
     (["timing.budget_s=fast"], "budget_s"),
     (["scenario.ops=[" + ",".join(["scale"] * 17) + "]"], "1..16"),
     (["-m", "scenario.n=10,0"], "must be an integer in 1"),
+    (["backend_options.cupy.block=100"], "backend_options.cupy.block=100 must be a multiple of 32 in 32..1024"),
+    (["+backend_options.cupy.colour=3"], "unknown option backend_options.cupy.colour; valid: block, max_items"),
+    (["+backend_options.triton.num_warps=3"], "must be a power of two in 1..32"),
+    (["+backend_options.torch.block=3"], "unknown option backend_options.torch.block; valid: none"),
 ]
 
 
@@ -42,6 +46,7 @@ def test_precheck_names_problem_and_choices(overrides, expected):
 def test_good_overrides_pass_precheck():
     precheck(["scenario.n=1000000", "scenario.ops=[scale,gelu]", "dtype=float16", "backends=[numba]", "device=cpu"])
     precheck(["-m", "scenario.n=1000,2000", "dtype=float32,float16"])
+    precheck(["experiment=spill", "+backend_options.triton.num_warps=8"])
 
 
 def test_command_line_exit_status_two_and_one_line():
