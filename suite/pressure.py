@@ -89,7 +89,7 @@ def _spill_sentence(key: tuple, group: pd.DataFrame, kernels: pd.DataFrame, pair
         spill = theirs["spill"].max()
         text += (f"; the {other} kernels: at most {theirs['regs'].max():.0f} registers, "
                  + (f"{spill:,.0f} bytes spilled" if spill else "no spills")
-                 + f", occupancy ≥ {_pct(theirs['occupancy'].min())}")  # fmt: skip
+                 + _lowest(theirs["occupancy"]))  # fmt: skip
     return text + ". " + _verdict(pairs, worst)
 
 
@@ -104,6 +104,13 @@ def _verdict(pairs: pd.DataFrame, kernel: pd.Series) -> str:
     if kernel["status"] != "ok":
         return f"Not timed here ({kernel['status']}): the spill is what the sm_90 build reports; a GPU run times it."
     return "Not timed natively here (numerics checked in emulation); a GPU run times it."
+
+
+def _lowest(occupancy: pd.Series) -> str:
+    low = occupancy.min()
+    if low != low:
+        return ""
+    return ", full theoretical occupancy" if low >= 1.0 else f", occupancy ≥ {_pct(low)}"
 
 
 def _limited(k: pd.Series) -> str:

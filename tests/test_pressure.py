@@ -41,6 +41,9 @@ def test_a_spilling_fused_kernel_is_named_with_its_bytes_and_the_measured_verdic
     lead = text.split("<details>")[0]
     assert "`ln_fused` spills 5,020 bytes per thread (255 registers, occupancy 12.5%)" in lead
     assert "the unfused kernels: at most 32 registers, no spills, occupancy ≥ 75%" in lead
+    rows = _rows(5020)
+    rows["extra"] = rows["extra"].str.replace('"occupancy": 0.75', '"occupancy": 1.0')
+    assert "no spills, full theoretical occupancy." in pressure.section(rows, pd.DataFrame())
     assert "Measured: loses (0.80× against unfused)" in lead
     table = text.split("<details>")[1]
     assert table.count("| cols=16384, rows=4096, tile=16384 |") == 3  # every CUDA kernel, no CPU row
