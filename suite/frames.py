@@ -76,7 +76,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     text = [c for c in COLUMNS if c not in NUMERIC and c != "cold_cache"]
     out[text] = out[text].astype(object).fillna("").astype(str)
     out["impl"] = out["backend"] + "/" + out["device"]
-    parsed = out["params"].map(_params)
+    parsed = out["params"].map(json_dict)
     axes = _size_axes(out["scenario"], parsed, out["size"])
     out["size_axis"] = out["scenario"].map(axes).fillna("size")
     out["series"] = [series_label(p, a) for p, a in zip(parsed, out["size_axis"], strict=True)]
@@ -90,10 +90,11 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _params(text: str) -> dict[str, Any]:
+def json_dict(text: Any) -> dict[str, Any]:
+    """A JSON object from a results cell (params, extra), or {} for an empty cell or anything else."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = json.loads(text) if text else {}
+    except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
 

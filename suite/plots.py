@@ -8,7 +8,6 @@ the same run on the same device (`ceiling_gbps`), never a datasheet peak. Lines 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,18 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite import extras
-from suite.frames import BASELINE, chart_name, crossover, dtype_rank, fmt_size, short_label, speedups, tidy, timed
+from suite.frames import (
+    BASELINE,
+    chart_name,
+    crossover,
+    dtype_rank,
+    fmt_size,
+    json_dict,
+    short_label,
+    speedups,
+    tidy,
+    timed,
+)
 
 DPI = 120
 MAX_COLS = 4
@@ -315,7 +325,7 @@ def _family(params: str) -> str:
     """The chain family of a case from its params JSON: cheap ops only, or with a transcendental op."""
     from scenarios.elementwise_chain import TRANSCENDENTAL
 
-    ops = json.loads(params).get("ops", []) if params else []
+    ops = json_dict(params).get("ops", [])
     return "with tanh/exp" if TRANSCENDENTAL.intersection(ops) else "cheap ops only"
 
 

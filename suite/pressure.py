@@ -10,12 +10,11 @@ kernel compiled but not run (no GPU) still has resources worth showing.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
-from suite.frames import series_label
+from suite.frames import json_dict, series_label
 from suite.markdown import details, table
 
 HEAD = ["case", "dtype", "backend", "variant", "kernel", "launches", "threads", "regs", "spill B/thread",
@@ -61,11 +60,11 @@ def _kernels(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (results row, kernel) with the kernel's resources; CUDA rows that recorded kernels only."""
     out: list[dict[str, Any]] = []
     for row in rows[rows["device"] == "cuda"].itertuples():
-        for k in _parse(row.extra).get("kernels", []):
+        for k in json_dict(row.extra).get("kernels", []):
             if "error" in k:
                 continue
             out.append({
-                "case": series_label(_parse(row.params), ""), "dtype": row.dtype, "impl": row.impl,
+                "case": series_label(json_dict(row.params), ""), "dtype": row.dtype, "impl": row.impl,
                 "variant": row.variant, "params": row.params, "status": row.status, "kernel": k.get("name", "?"),
                 "launches": k.get("launches"), "threads": k.get("threads"), "regs": k.get("regs"),
                 "spill": (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0),
@@ -115,14 +114,6 @@ def _lowest(occupancy: pd.Series) -> str:
 
 def _limited(k: pd.Series) -> str:
     return f"limited by {k.limiter}" if k.limiter else "limiter unknown"
-
-
-def _parse(text: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _pct(fraction: float) -> str:

@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite.extras import charts_for, section_for
-from suite.frames import fmt_size, timed
+from suite.frames import fmt_size, json_dict, timed
 from suite.markdown import table
 from suite.plots import DPI, STYLE
 
@@ -36,17 +36,9 @@ FOOTPRINT_SKIP = "unfused needs "
 """How a row skipped by the footprint guard (suite.footprint) starts its reason."""
 
 
-def _params(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _case_labels(data: pd.DataFrame) -> pd.Series:
     """Each row's case without seq_len, naming only the parameters that vary in this table ('causal=True')."""
-    parsed = data["params"].map(_params)
+    parsed = data["params"].map(json_dict)
     keys = sorted({k for p in parsed for k in p} - {"seq_len"})
     varying = [k for k in keys if len({json.dumps(p.get(k)) for p in parsed}) > 1]
     shown = varying or [k for k in keys if k in ("heads", "head_dim", "causal")]
@@ -56,7 +48,7 @@ def _case_labels(data: pd.DataFrame) -> pd.Series:
 def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
     data = frame[frame["scenario"] == SCENARIO].copy()
     data["case"] = _case_labels(data) if len(data) else []
-    data["seq_len"] = data["params"].map(lambda t: _params(t).get("seq_len", math.nan)).astype(float)
+    data["seq_len"] = data["params"].map(lambda t: json_dict(t).get("seq_len", math.nan)).astype(float)
     return data
 
 
@@ -144,7 +136,7 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     dtype = max(data["dtype"].unique(), key=lambda d: np.dtype(d).itemsize)  # bytes scale with the itemsize
     data = data[data["dtype"] == dtype]
     scn = get(SCENARIO)
-    held = [_footprint(scn, _params(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
+    held = [_footprint(scn, json_dict(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
     data = data.assign(moved_gb=data["bytes_modeled"] / 1e9, held_gb=[h / 1e9 for h in held],
                        model=data["device"] + " (" + data["store_model"] + ")")  # fmt: skip
     variants = [v for v in VARIANTS if v in set(data["variant"])]

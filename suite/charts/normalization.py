@@ -10,7 +10,6 @@ from the scenario's ledger (`reread_bytes`).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -25,20 +24,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from suite.extras import charts_for, section_for
-from suite.frames import fmt_size, fmt_x, speedups, tidy, timed
+from suite.frames import fmt_size, fmt_x, json_dict, speedups, tidy, timed
 from suite.markdown import table
 from suite.plots import DPI, STYLE
 
 SCENARIOS = ("layernorm", "rmsnorm", "softmax")
 MAX_COLS = 4
-
-
-def _params(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _ledgers(scenario: str, params: dict, dtype: str) -> dict:
@@ -52,7 +43,7 @@ def with_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     from scenarios.normalization import reread_bytes
 
     data = frame.copy() if "impl" in frame else tidy(frame)
-    parsed = data["params"].map(_params)
+    parsed = data["params"].map(json_dict)
     for key in ("rows", "cols", "tile"):
         data[key] = parsed.map(lambda p, k=key: p.get(k, math.nan)).astype(float)
     minimal, reread = [], []
@@ -223,7 +214,7 @@ def _reread_table(data: pd.DataFrame) -> str:
             "predicted (write-once)"]  # fmt: skip
     body = []
     for r in data.drop_duplicates(["params", "dtype"]).sort_values(["dtype", "rows", "cols"]).itertuples():
-        lg = _ledgers(r.scenario, _params(r.params), r.dtype)
+        lg = _ledgers(r.scenario, json_dict(r.params), r.dtype)
         moved = {v: lg[v].bytes_read + lg[v].bytes_written for v in ("unfused", "fused")}
         body.append([int(r.rows), fmt_size(r.cols), int(r.tile), r.dtype, f"{lg['unfused'].launches} → 1",
                      _mb(moved["unfused"]), _mb(moved["fused"]), _mb(r.reread_bytes),
