@@ -82,7 +82,7 @@ def _devices(data: pd.DataFrame) -> str:
         model = next((m for m in sub["store_model"] if m), STORE_MODEL.get(device, ""))
         ceiling, streaming = sub["ceiling_gbps"].dropna(), sub["ceiling_streaming_gbps"].dropna()
         measured = _span(ceiling, "{:,.1f}") + " GB/s" if len(ceiling) else "not measured (nothing timed)"
-        if len(streaming) and (streaming > ceiling.reindex(streaming.index) * 1.05).any():
+        if (sub["ceiling_streaming_gbps"] > 1.05 * sub["ceiling_gbps"]).any():
             measured += f" (a copy with non-temporal stores: {_span(streaming, '{:,.1f}')} GB/s)"
         rows.append([device, names, model, STORE_MEANING.get(model, ""), measured])
     head = ["device", "device name", "store model", "what the ledger counts", "measured copy ceiling (ordinary stores)"]
