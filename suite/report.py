@@ -60,8 +60,8 @@ def _header(data: pd.DataFrame) -> str:
         f"simulator, not timed); {compiled} compile-only rows (built for sm_90, not run); "
         f"{other_bad} other rows not ok (listed at "
         "the end). Each verdict comes from the paired, interleaved repetitions of the two variants: *pays* "
-        "when the 95% bootstrap interval of the median speedup lies above 1 (and beyond a ±2% band of "
-        "practical equivalence), *loses* when it lies below, *neutral* otherwise; predicted is the ledger's "
+        "when the whole 95% bootstrap interval of the median speedup lies above 1.02 (beyond a ±2% band of "
+        "practical equivalence), *loses* when it lies below 0.98, *neutral* otherwise; predicted is the ledger's "
         "byte ratio under each device's store model, and efficiency is the time fusion saved over the time "
         "the removed bytes take at the measured copy ceiling.",
         "## Provenance",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suite.fusion import compare, efficiency
+from suite.fusion import compare, efficiency, verdict
 from suite.occupancy import SM90, occupancy
 
 # (threads/block, registers/thread, static smem bytes) -> (blocks/SM, warps/SM, limiter), worked by hand:
@@ -54,6 +54,12 @@ def test_clear_loss_loses():
 def test_overlap_is_neutral():
     c = compare(*_paired(1.0, 0.2))
     assert c.verdict == "neutral" and c.lo < 1 < c.hi
+
+
+def test_an_interval_inside_or_across_the_band_is_neutral():
+    assert verdict(1.004, 1.03) == "neutral"  # excludes 1, but the gain may be 0.4%
+    assert verdict(0.97, 0.996) == "neutral"
+    assert verdict(1.021, 1.05) == "pays" and verdict(0.95, 0.979) == "loses"
 
 
 def test_drift_alone_does_not_decide():
