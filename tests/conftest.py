@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from suite import resources
 from suite.targets import configure_emulation
 
 configure_emulation(True)
@@ -30,3 +31,12 @@ def make_config(*overrides: str) -> DictConfig:
 @pytest.fixture
 def config():
     return make_config
+
+
+@pytest.fixture
+def fresh_resource_cache(tmp_path, monkeypatch):
+    """A resource cache of the test's own on disk, and an empty one in memory: what the test measures is a compile."""
+    monkeypatch.setenv("FUSEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    resources.clear_memory_cache()
+    yield
+    resources.clear_memory_cache()

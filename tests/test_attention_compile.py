@@ -8,39 +8,20 @@ have been put in local memory. Tile sizes whose shared memory exceeds 48 KB are 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from suite.ptxas import parse_ptxas
+from tests.support import json_lines, missing, run_without_emulation
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = {"batch": 1, "heads": 1, "seq_len": 193, "head_dim": 64, "causal": True, "block_m": 64, "block_n": 64}
 KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
-def _subprocess(script: str, *args: str, drop: tuple[str, ...]) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+@pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 @pytest.mark.parametrize(
     ("head_dim", "causal", "dtype"),
     [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
@@ -58,7 +39,7 @@ def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype:
     assert found["attn_flash"].smem_bytes == shared_bytes(64, 64) <= 48 * 1024
 
 
-@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+@pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 def test_cupy_refuses_tiles_over_the_shared_memory_limit() -> None:
     from backends.cupy.attention import _compiled
 
@@ -66,7 +47,7 @@ def test_cupy_refuses_tiles_over_the_shared_memory_limit() -> None:
         _compiled({**DEFAULT, "block_m": 128, "block_n": 128}, "float32", ("attn_flash",))
 
 
-@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_cuda_refuses_tiles_over_the_shared_memory_limit() -> None:
     from backends.numba.gpu.attention import config, fused
 
@@ -109,9 +90,11 @@ for dtype, ty in (("float32", "fp32"), ("float16", "fp16")):
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90_without_spills() -> None:
-    rows = _subprocess(TRITON_SCRIPT, drop=("TRITON_INTERPRET",))
+    proc = run_without_emulation(TRITON_SCRIPT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json_lines(proc.stdout)
     assert len(rows) == 8
     for row in rows:
         where = f"{row['kernel']} {row['dtype']}"
@@ -134,13 +117,10 @@ print(json.dumps(compile_kernels(attention.kernel_sources(variant, params, dtype
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 @pytest.mark.parametrize(("variant", "dtype", "head_dim"), [("fused", "float16", 128), ("unfused", "float32", 64)])
 def test_numba_kernels_compile_for_sm90_with_tiles_in_registers(variant: str, dtype: str, head_dim: int) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-c", NUMBA_SCRIPT, variant, dtype, str(head_dim)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = run_without_emulation(NUMBA_SCRIPT, variant, dtype, str(head_dim), timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = json.loads(proc.stdout.splitlines()[-1])
     assert sorted(ptx) == (["flash"] if variant == "fused" else ["pv", "scores", "softmax"])

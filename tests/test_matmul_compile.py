@@ -9,18 +9,13 @@ at 128×128×64, so that tile is left out of its no-spill list here; the report 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from scenarios.matmul import SWEEP
+from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
 
-ROOT = Path(__file__).resolve().parents[1]
 TILES = [[16, 16, 16], [32, 16, 16], [64, 64, 32], [128, 128, 32]]
 
 TRITON_SCRIPT = """
@@ -75,26 +70,14 @@ print(json.dumps(out))
 """
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
-def _subprocess(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NUMBA_ENABLE_CUDASIM")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-c", script, *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90() -> None:
     from suite.ptxas import parse_ptxas
 
-    proc = _subprocess(TRITON_SCRIPT, json.dumps(TILES))
+    proc = run_without_emulation(TRITON_SCRIPT, json.dumps(TILES))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rows = json_lines(proc.stdout)
     assert len(rows) == 2 * (2 * len(TILES) + 2)
     for row in rows:
         where = f"{row['kernel']} {row['dtype']} {row.get('tile', '')} epilogue={row.get('epilogue', '')}"
@@ -107,25 +90,13 @@ def test_triton_kernels_compile_for_sm90() -> None:
             assert "mma" not in row["ptx"], f"{where}: input_precision='ieee' must not use tensor cores (TF32)"
 
 
-def _nvrtc_reason() -> str:
-    if reason := _missing("cupy"):
-        return reason
-    from backends.cupy.build import compile_sm90
-
-    try:
-        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
-    except Exception as exc:
-        return f"NVRTC cannot compile for sm_90: {exc}"
-    return ""
-
-
 CUPY_KERNELS = [("unblocked", (0, 0, 0), False), ("bias_gelu", (0, 0, 0), False)] + [
     ("tiled", tuple(t), e) for t in SWEEP + TILES for e in (False, True)
 ]
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90
@@ -144,9 +115,9 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed")
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_cuda_kernels_compile_for_sm90() -> None:
-    proc = _subprocess(NUMBA_SCRIPT, json.dumps([[16, 16, 16], [64, 64, 32]]))
+    proc = run_without_emulation(NUMBA_SCRIPT, json.dumps([[16, 16, 16], [64, 64, 32]]))
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = json.loads(proc.stdout.splitlines()[-1])
     assert len(ptx) == 2 * 2 * (2 + 2 + 1)  # tiles × dtypes × (unblocked + epilogue, tiled + epilogue, fused)

@@ -8,19 +8,14 @@ the default tile (4096 columns) and for the largest (16384, the chunked path, wh
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from scenarios.normalization import DECOMPOSITIONS
 from suite.ptxas import parse_ptxas
+from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
 
-ROOT = Path(__file__).resolve().parents[1]
 STEP_OPS = sorted({st.op for steps in DECOMPOSITIONS.values() for st in steps})
 
 TRITON_SCRIPT = """
@@ -72,25 +67,12 @@ print(json.dumps(out))
 """
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
-def _subprocess(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "NUMBA_ENABLE_CUDASIM")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    return subprocess.run([sys.executable, "-c", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90_without_spills() -> None:
-    proc = _subprocess(TRITON_SCRIPT)
+    proc = run_without_emulation(TRITON_SCRIPT)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rows = json_lines(proc.stdout)
     assert len(rows) == 3 * 5 + len(STEP_OPS)
     for row in rows:
         assert ".target sm_90" in row["ptx"], row["kernel"]
@@ -99,10 +81,10 @@ def test_triton_kernels_compile_for_sm90_without_spills() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed")
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_numba_cuda_kernels_compile_for_sm90(dtype: str) -> None:
-    proc = _subprocess(NUMBA_SCRIPT, dtype)
+    proc = run_without_emulation(NUMBA_SCRIPT, dtype)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = json.loads(proc.stdout.splitlines()[-1])
     assert len(ptx) == 3 + sum(len(steps) for steps in DECOMPOSITIONS.values()), sorted(ptx)
@@ -113,20 +95,8 @@ def test_numba_cuda_kernels_compile_for_sm90(dtype: str) -> None:
     assert "shfl" not in "".join(ptx.values())  # shared-memory reductions: what the simulator can run
 
 
-def _nvrtc_reason() -> str:
-    if reason := _missing("cupy"):
-        return reason
-    from backends.cupy.build import compile_sm90
-
-    try:
-        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
-    except Exception as exc:
-        return f"NVRTC cannot compile for sm_90: {exc}"
-    return ""
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90

@@ -6,16 +6,11 @@ when `numba.cuda` is first imported, so the compile runs in a subprocess whose e
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import missing, run_without_emulation
 
 SCRIPT = """
 import json, sys
@@ -30,14 +25,11 @@ print(json.dumps(compile_kernels(kernels)))
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda is not installed")
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_compiles_for_sm90(variant: str, dtype: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")}
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, variant, dtype], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = run_without_emulation(SCRIPT, variant, dtype, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = json.loads(proc.stdout.splitlines()[-1])
 

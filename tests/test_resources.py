@@ -7,7 +7,6 @@ cache, so what it measures is a compile, not a previous run's answer.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
@@ -16,6 +15,9 @@ import pytest
 from suite import aot, resources
 from suite.occupancy import SM90, occupancy
 from suite.resources import KernelSpec, Unrecorded
+from tests.support import missing
+
+pytestmark = pytest.mark.usefixtures("fresh_resource_cache")
 
 SPILL_SOURCE = r"""
 extern "C" __global__ void spill(const float* __restrict__ x, float* __restrict__ y) {
@@ -42,20 +44,7 @@ extern "C" __global__ void tile(const float* __restrict__ x, float* __restrict__
 """
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
-needs_cupy = pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("FUSEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    resources.clear_memory_cache()
-    yield
-    resources.clear_memory_cache()
+needs_cupy = pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 
 
 def _cupy_spec(source: str, name: str, options: tuple[str, ...] = (), threads: int = 256) -> KernelSpec:
@@ -109,7 +98,7 @@ def test_cupy_spilling_and_shared_memory_kernels() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_elementwise_kernel_compiles_in_the_helper() -> None:
     specs = _entry_specs("triton", "fused", ["gelu", "tanh"], dtype="float16", block=1024, num_warps=4)
     (spec,) = specs
@@ -125,7 +114,7 @@ def test_triton_elementwise_kernel_compiles_in_the_helper() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_elementwise_kernels_compile_in_the_helper() -> None:
     specs = _entry_specs("numba", "unfused", ["tanh", "square"], block=256)
     assert [s.name for s in specs] == ["tanh", "square"]
@@ -137,7 +126,7 @@ def test_numba_elementwise_kernels_compile_in_the_helper() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("numba_cuda")), reason=_missing("numba_cuda"))
+@pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_the_second_analysis_comes_from_the_disk_cache(monkeypatch) -> None:
     specs = _entry_specs("numba", "fused", ["silu"], block=64)
     first = resources.analyse(specs)

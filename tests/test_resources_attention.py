@@ -6,13 +6,14 @@ kernels compile in the `suite.aot` helper. Each test uses its own disk cache, so
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from scenarios.attention import Attention
 from suite import resources
+from tests.support import missing
+
+pytestmark = pytest.mark.usefixtures("fresh_resource_cache")
 
 SCN = Attention()
 PARAMS = Attention.checks[0]  # causal, seq_len 19: no tile divides it
@@ -20,25 +21,12 @@ KERNELS = {"fused": 1, "unfused": 3}
 NEEDS = {"triton": ("triton", "torch"), "cupy": ("cupy",), "numba": ("numba_cuda",)}
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("FUSEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    resources.clear_memory_cache()
-    yield
-    resources.clear_memory_cache()
-
-
 @pytest.mark.compile
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 @pytest.mark.parametrize("backend", ["triton", "cupy", "numba"])
 def test_attention_entries_record_every_kernel(backend: str, variant: str) -> None:
-    if _missing(*NEEDS[backend]):
-        pytest.skip(_missing(*NEEDS[backend]))
+    if missing(*NEEDS[backend]):
+        pytest.skip(missing(*NEEDS[backend]))
     from suite import targets
     from suite.registry import REGISTRY, KernelKey, discover
 

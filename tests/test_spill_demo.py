@@ -8,35 +8,16 @@ itself, not for the slice (a narrower slice compiles a smaller tile).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pandas as pd
 import pytest
 
-from suite import resources
 from suite.report import write_report
 from suite.runner import run
+from tests.support import missing, nvrtc_reason
 
-
-def _nvrtc_reason() -> str:
-    if importlib.util.find_spec("cupy") is None:
-        return "not installed: cupy"
-    from backends.cupy.build import compile_sm90
-
-    try:
-        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
-    except Exception as exc:
-        return f"NVRTC cannot compile for sm_90: {exc}"
-    return ""
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("FUSEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    resources.clear_memory_cache()
-    yield
-    resources.clear_memory_cache()
+pytestmark = pytest.mark.usefixtures("fresh_resource_cache")
 
 
 def _kernels(row: pd.Series) -> list[dict]:
@@ -44,7 +25,7 @@ def _kernels(row: pd.Series) -> list[dict]:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
 def test_spill_experiment_spills_only_the_fused_wide_row(config, tmp_path) -> None:
     cfg = config("experiment=spill", "scenario.rows=[2]", "isolate=false")
     frame = run(cfg, tmp_path, show_progress=False)
@@ -63,7 +44,7 @@ def test_spill_experiment_spills_only_the_fused_wide_row(config, tmp_path) -> No
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="not installed: triton")
+@pytest.mark.skipif(bool(missing("triton")), reason=missing("triton"))
 def test_emulated_rows_report_the_kernels_of_the_case_not_the_slice(config, tmp_path) -> None:
     cfg = config("scenario=layernorm", "scenario.rows=[3]", "scenario.cols=[16384]", "scenario.tile=[16384]",
                  "dtype=[float16]", "backends=[triton]", "device=cuda", "isolate=false")  # fmt: skip

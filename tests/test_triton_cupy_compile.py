@@ -9,12 +9,8 @@ held to the scenario's tolerance: the constants and formulas are then checked, n
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +20,8 @@ from scenarios.elementwise_chain import ALL8
 from suite.numerics import judge
 from suite.ptxas import parse_ptxas
 from suite.scenario import get
+from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAINS = [[op] for op in ALL8] + [ALL8, ALL8 + ALL8]
 CHAIN_IDS = [*ALL8, "all8", "all8x2"]
 
@@ -56,21 +52,12 @@ for dtype in ("fp32", "fp16"):
 """
 
 
-def _missing(*modules: str) -> str:
-    absent = [m for m in modules if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else ""
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("triton", "torch")), reason=_missing("triton", "torch"))
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", TRITON_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
+    proc = run_without_emulation(TRITON_SCRIPT)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rows = json_lines(proc.stdout)
     assert len(rows) == 2 * (1 + len(ALL8))
     for row in rows:
         where = f"{row['variant']} {row['ops']} {row['dtype']}"
@@ -81,20 +68,8 @@ def test_triton_kernels_compile_for_sm90() -> None:
         assert r.registers > 0 and r.spill_bytes == 0 and r.stack_bytes == 0, f"{where}: {r}"
 
 
-def _nvrtc_reason() -> str:
-    if reason := _missing("cupy"):
-        return reason
-    from backends.cupy.build import compile_sm90
-
-    try:
-        compile_sm90('extern "C" __global__ void k(float* y) { *y = 1.0f; }', "k")
-    except Exception as exc:
-        return f"NVRTC cannot compile for sm_90: {exc}"
-    return ""
-
-
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_nvrtc_reason()), reason=_nvrtc_reason())
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
 @pytest.mark.parametrize("ops", CHAINS, ids=CHAIN_IDS)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(ops: list[str], dtype: str) -> None:
@@ -122,7 +97,7 @@ extern "C" void run(const float* x, float* y, long long n) {{
 """
 
 
-@pytest.mark.skipif(bool(_missing("cupy")) or not shutil.which("c++"), reason="needs cupy and a C++ compiler")
+@pytest.mark.skipif(bool(missing("cupy")) or not shutil.which("c++"), reason="needs cupy and a C++ compiler")
 @pytest.mark.parametrize("ops", CHAINS, ids=CHAIN_IDS)
 def test_cupy_op_code_matches_reference_on_host(ops: list[str], tmp_path: Path) -> None:
     from backends.cupy.elementwise_chain import OPS_SOURCE, chain_body
@@ -165,7 +140,7 @@ def test_parse_ptxas_reads_entries_and_out_of_line_functions() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.skipif(bool(_missing("cupy")), reason=_missing("cupy"))
+@pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_cupy_entries_build_and_refuse_to_run_without_gpu(variant: str) -> None:
     from backends.cupy import TARGET
