@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from suite.extras import charts_for, section_for
 from suite.frames import fmt_size, fmt_x, json_dict, speedups, tidy, timed
 from suite.markdown import table
-from suite.plots import DPI, STYLE
+from suite.plots import CEILING_LEGEND, DPI, STYLE, draw_ceilings
 
 SCENARIOS = ("layernorm", "rmsnorm", "softmax")
 MAX_COLS = 4
@@ -83,19 +83,7 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             line = line.groupby("cols", as_index=False)["effective"].median()
             ls, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["cols"], line["effective"], ls=ls, marker=marker, color=colors[impl], ms=5)
-        ceilings = data.groupby("device")[["ceiling_gbps", "ceiling_streaming_gbps"]].median()
-        for device, (ceiling, streaming) in ceilings.iterrows():
-            if ceiling == ceiling:
-                ax.axhline(ceiling, color="0.25", ls=":", lw=1.6)
-                ax.annotate(f"{device} copy: {ceiling:,.0f} GB/s", (0.02, ceiling), xycoords=("axes fraction", "data"),
-                            xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.25")  # fmt: skip
-            if (
-                streaming == streaming and streaming > 1.05 * ceiling
-            ):  # a memcpy that streams: out of the kernels' reach
-                ax.axhline(streaming, color="0.6", ls=":", lw=1.2)
-                ax.annotate(f"{device} streaming-store copy: {streaming:,.0f} GB/s", (0.02, streaming),
-                            xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=7,
-                            color="0.5")  # fmt: skip
+        draw_ceilings(ax, data)
         for tile in data["tile"].dropna().unique():
             if data["cols"].min() <= tile * 2 and tile <= data["cols"].max() * 2:
                 ax.axvline(tile, color="0.5", ls="--", lw=1.1)
@@ -105,7 +93,7 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
               **{v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
                  for v in sorted(rows["variant"].unique())},
-              "measured copy ceiling (ordinary stores)": Line2D([], [], color="0.25", ls=":", lw=1.6),
+              **CEILING_LEGEND,
               "tile: wider rows are read twice by fused": Line2D([], [], color="0.5", ls="--", lw=1.1)}  # fmt: skip
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         grid = sns.FacetGrid(rows, col="case", row="dtype" if len(dtypes) > 1 else None, col_order=cases,
