@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 
-from suite.errors import ConfigError
-from suite.ledger import Intermediate, KernelTraffic, VariantLedger
-from suite.numerics import rel_err
-from suite.scenario import Params, Scenario, register
+from suite.core.errors import ConfigError
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.numerics import rel_err
+from suite.core.scenario import Params, Scenario, register
 
 AXES = ("batch", "heads", "seq_len", "head_dim", "causal", "block_m", "block_n")
 MAX_HEAD_DIM = 256
@@ -44,7 +44,7 @@ BASE_TOL = {"float32": 1e-4, "float16": 2e-3}
 """Floor of the tolerance per dtype: float32 kernels that order their sums differently (torch's, tiled ones)
 land within a few 1e-5 of each other on small cases, where a maximum over few elements is a noisy measure."""
 MAX_TOL = 4.0
-"""Ceiling of the tolerance: an error of 4× the smallest judged magnitude (suite.numerics' floor) still tells
+"""Ceiling of the tolerance: an error of 4× the smallest judged magnitude (suite.core.numerics' floor) still tells
 a correct output from a wrong mask, scale or tile, which are off by orders of magnitude more."""
 SLAB = 2**23
 """Scores the reference holds at once (all heads together): 64 MiB in float64, whatever the case."""

@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from suite.errors import ConfigError
-from suite.ledger import Intermediate, KernelTraffic, VariantLedger
-from suite.numerics import rel_err
-from suite.scenario import Params, Scenario, register
+from suite.core.errors import ConfigError
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.numerics import rel_err
+from suite.core.scenario import Params, Scenario, register
 
 GELU_C, GELU_A = 0.7978845608, 0.044715
 

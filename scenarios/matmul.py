@@ -32,10 +32,10 @@ import math
 import numpy as np
 
 from scenarios.elementwise_chain import FLOPS, OPS
-from suite.errors import ConfigError
-from suite.ledger import Intermediate, KernelTraffic, VariantLedger
-from suite.numerics import FLOOR, rel_err
-from suite.scenario import Params, Scenario, register
+from suite.core.errors import ConfigError
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.numerics import FLOOR, rel_err
+from suite.core.scenario import Params, Scenario, register
 
 EPILOGUES = ("none", "bias_gelu")
 EPILOGUE_FLOPS = 1 + FLOPS["gelu"]

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite.errors import ConfigError
-from suite.ledger import Intermediate, KernelTraffic, VariantLedger
-from suite.numerics import rel_err
-from suite.scenario import Params, Scenario, register
+from suite.core.errors import ConfigError
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.numerics import rel_err
+from suite.core.scenario import Params, Scenario, register
 
 EPS = 1e-5
 STAT_BYTES = 4

@@ -17,8 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from suite.config import register_configs
-from suite.errors import ConfigError
+from suite.core.errors import ConfigError
+from suite.run.config import register_configs
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -55,7 +55,7 @@ def precheck(args: list[str]) -> None:
     """Compose and plan every job's config; raise ConfigError (one line) on the first problem."""
     from hydra import compose, initialize_config_dir
 
-    from suite.validate import plan
+    from suite.run.validate import plan
 
     for overrides in _job_overrides(args):
         try:
@@ -68,7 +68,7 @@ def precheck(args: list[str]) -> None:
 
 def _unknown_key(overrides: list[str]) -> str | None:
     """Hydra refuses a key the scenario's node lacks without naming the valid ones; this names them."""
-    from suite import scenario as scenarios
+    from suite.core import scenario as scenarios
 
     names = [o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")] or ["elementwise_chain"]
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o and o.lstrip("+~").startswith("scenario.")]
@@ -84,7 +84,8 @@ def _unknown_key(overrides: list[str]) -> str | None:
 
 def finalize(frame: pd.DataFrame, outdir: Path) -> None:
     """Charts, report and the `latest` link for a finished (or interrupted) run or sweep."""
-    from suite import plots, progress, report
+    from suite.report import plots, report
+    from suite.run import progress
 
     charts = plots.make_charts(frame, outdir / "charts")
     report.write_report(frame, charts, outdir)
@@ -98,8 +99,8 @@ def finalize(frame: pd.DataFrame, outdir: Path) -> None:
 
 @hydra.main(version_base=None, config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    from suite import results
-    from suite.runner import run
+    from suite.run import results
+    from suite.run.runner import run
 
     outdir = Path(HydraConfig.get().runtime.output_dir)
     interrupted = False
@@ -123,8 +124,8 @@ def list_kernels() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from suite import registry, targets
-    from suite import scenario as scenarios
+    from suite.core import registry, targets
+    from suite.core import scenario as scenarios
 
     targets.configure_emulation(True)
     reg = registry.discover()

@@ -12,8 +12,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from suite import resources
-from suite.targets import configure_emulation
+from suite.core.targets import configure_emulation
+from suite.gpu import resources
 
 configure_emulation(True)
 
@@ -21,7 +21,7 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 def make_config(*overrides: str) -> DictConfig:
-    from suite.config import register_configs
+    from suite.run.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base=None):

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from suite.ledger import KernelTraffic, VariantLedger
-from suite.registry import REGISTRY, KernelKey, kernel
-from suite.scenario import SCENARIOS, Params, Scenario, register
-from suite.targets import NATIVE, TARGETS, Availability, Target, register_target
+from suite.core.ledger import KernelTraffic, VariantLedger
+from suite.core.registry import REGISTRY, KernelKey, kernel
+from suite.core.scenario import SCENARIOS, Params, Scenario, register
+from suite.core.targets import NATIVE, TARGETS, Availability, Target, register_target
 
 BEHAVIOURS = ("good", "twice", "wrong", "partial", "raises", "slow", "crash")
 

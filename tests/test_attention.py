@@ -15,9 +15,10 @@ import pytest
 
 from scenarios import attention
 from scenarios.attention import Attention, key_rows_streamed, storage_precision
-from suite import footprint, numerics, registry, targets
-from suite.errors import ConfigError
-from suite.registry import KernelKey
+from suite.core import numerics, registry, targets
+from suite.core.errors import ConfigError
+from suite.core.registry import KernelKey
+from suite.run import footprint
 
 SCN = Attention()
 BASE = {"batch": 1, "heads": 2, "seq_len": 193, "head_dim": 64, "causal": False, "block_m": 64, "block_n": 64}
@@ -213,8 +214,8 @@ def _row(seq_len: int, backend: str, device: str, variant: str, time_ms: float |
 
 
 def test_charts_and_section_read_the_table(tmp_path: Path) -> None:
-    from suite.charts import attention as charts
-    from suite.frames import tidy
+    from suite.report.charts import attention as charts
+    from suite.report.frames import tidy
 
     too_big = footprint.guard(SCN, {**BASE, "heads": 4, "seq_len": 512}, "float32", "unfused", FakeTarget(10**6))
     rows = [

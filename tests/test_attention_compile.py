@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from suite.ptxas import parse_ptxas
+from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, run_without_emulation
 
 DEFAULT = {"batch": 1, "heads": 1, "seq_len": 193, "head_dim": 64, "causal": True, "block_m": 64, "block_n": 64}

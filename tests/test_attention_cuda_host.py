@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from scenarios.attention import Attention
-from suite.numerics import judge
+from suite.core.numerics import judge
 
 cupy_attention = pytest.importorskip("backends.cupy.attention")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from suite import ceiling
+from suite.run import ceiling
 
 
 def test_the_ordinary_store_copy_copies_and_cannot_become_memcpy() -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from suite.cli import precheck
-from suite.errors import ConfigError
+from suite.core.errors import ConfigError
 
 BAD = [
     (["scenario=nope"], "elementwise_chain"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from suite.results import Table, read
-from suite.runner import run
+from suite.run.results import Table, read
+from suite.run.runner import run
 from tests.conftest import make_config
 
 FAKE = ["plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]", "device=cpu",

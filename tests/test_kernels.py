@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suite import numerics, registry, targets
-from suite import scenario as scenarios
-from suite.registry import KernelKey
+from suite.core import numerics, registry, targets
+from suite.core import scenario as scenarios
+from suite.core.registry import KernelKey
 
 registry.discover()
 scenarios.discover()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios.elementwise_chain import ElementwiseChain
-from suite.ledger import WRITE_ALLOCATE, WRITE_ONCE, Intermediate, KernelTraffic, VariantLedger, stream_bytes
+from suite.core.ledger import WRITE_ALLOCATE, WRITE_ONCE, Intermediate, KernelTraffic, VariantLedger, stream_bytes
 
 CHAIN = ElementwiseChain()
 

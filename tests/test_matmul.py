@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from scenarios.matmul import EPILOGUE_FLOPS, VARIANTS_BY_EPILOGUE, Matmul, gelu, tiled_reads
-from suite import numerics, registry, targets
-from suite.errors import ConfigError
-from suite.ledger import WRITE_ALLOCATE, WRITE_ONCE
-from suite.registry import KernelKey
+from suite.core import numerics, registry, targets
+from suite.core.errors import ConfigError
+from suite.core.ledger import WRITE_ALLOCATE, WRITE_ONCE
+from suite.core.registry import KernelKey
 
 MM = Matmul()
 AWKWARD = {"m": 129, "n": 77, "k": 200}

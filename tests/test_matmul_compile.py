@@ -73,7 +73,7 @@ print(json.dumps(out))
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90() -> None:
-    from suite.ptxas import parse_ptxas
+    from suite.gpu.ptxas import parse_ptxas
 
     proc = run_without_emulation(TRITON_SCRIPT, json.dumps(TILES))
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from scenarios.matmul import Matmul
-from suite.charts.matmul import matmul_section, rows_of
-from suite.frames import tidy
-from suite.ledger import STORE_MODEL
-from suite.plots import make_charts
-from suite.report import write_report
-from suite.results import Row, params_json
+from suite.core.ledger import STORE_MODEL
+from suite.core.row import Row, params_json
+from suite.report.charts.matmul import matmul_section, rows_of
+from suite.report.frames import tidy
+from suite.report.plots import make_charts
+from suite.report.report import write_report
 
 MM = Matmul()
 N = 512

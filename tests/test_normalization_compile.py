@@ -13,7 +13,7 @@ import json
 import pytest
 
 from scenarios.normalization import DECOMPOSITIONS
-from suite.ptxas import parse_ptxas
+from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
 
 STEP_OPS = sorted({st.op for steps in DECOMPOSITIONS.values() for st in steps})

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suite import numerics, registry, targets
-from suite.registry import KernelKey
-from suite.scenario import get
+from suite.core import numerics, registry, targets
+from suite.core.registry import KernelKey
+from suite.core.scenario import get
 
 registry.discover()
 OPS = ("layernorm", "rmsnorm", "softmax")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, LayerNorm, RMSNorm, Softmax, reread_bytes
-from suite.errors import ConfigError
-from suite.ledger import WRITE_ALLOCATE, WRITE_ONCE
+from suite.core.errors import ConfigError
+from suite.core.ledger import WRITE_ALLOCATE, WRITE_ONCE
 
 R, C = 3, 5
 N = R * C

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 
 from scenarios.normalization import LayerNorm
-from suite.charts.normalization import effective_bandwidth_chart, fusion_section, with_ledger
-from suite.frames import fmt_size
-from suite.ledger import STORE_MODEL
-from suite.plots import make_charts
-from suite.report import write_report
-from suite.results import Row, params_json
+from suite.core.ledger import STORE_MODEL
+from suite.core.row import Row, params_json
+from suite.report.charts.normalization import effective_bandwidth_chart, fusion_section, with_ledger
+from suite.report.frames import fmt_size
+from suite.report.plots import make_charts
+from suite.report.report import write_report
 
 SCN = LayerNorm()
 COLS = [256, 1024, 4096, 8192, 32768]

@@ -14,9 +14,9 @@ from backends.numba.gpu import elementwise_chain as _gpu  # noqa: F401
 from backends.numba.ops import OPS
 from scenarios.elementwise_chain import ALL8, ElementwiseChain
 from scenarios.elementwise_chain import OPS as SCENARIO_OPS
-from suite.numerics import judge
-from suite.registry import REGISTRY, KernelKey
-from suite.targets import TARGETS
+from suite.core.numerics import judge
+from suite.core.registry import REGISTRY, KernelKey
+from suite.core.targets import TARGETS
 
 SCENARIO = ElementwiseChain()
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scenarios.elementwise_chain import ALL8, ElementwiseChain
-from suite.numerics import judge, rel_err
+from suite.core.numerics import judge, rel_err
 
 RNG_SEED = 1234
 

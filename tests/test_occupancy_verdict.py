@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from suite.fusion import compare, efficiency, verdict
-from suite.occupancy import SM90, occupancy
+from suite.core.fusion import compare, efficiency, verdict
+from suite.gpu.occupancy import SM90, occupancy
 
 # (threads/block, registers/thread, static smem bytes) -> (blocks/SM, warps/SM, limiter), worked by hand:
 # warps/block = ceil(threads/32); registers per warp rounded up to 256; smem per block + 1 KiB reserved,

@@ -1,7 +1,7 @@
 """Crossover marks on the size charts and chain families on the chain chart, read off the Matplotlib artists.
 
 Rows come from `tests.test_plots_report._row` (a plausible timed row); the fused row's times are then divided
-by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.frames) and crossover are known.
+by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.report.frames) and crossover are known.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from scenarios.elementwise_chain import ALL8, CHEAP4
-from suite.frames import short_label, speedups, tidy, timed
-from suite.plots import _family, chain_chart, make_charts, speedup_chart, time_chart
+from suite.report.frames import short_label, speedups, tidy, timed
+from suite.report.plots import _family, chain_chart, make_charts, speedup_chart, time_chart
 from tests.test_plots_report import _row
 
 SIZES = [2**16, 2**18, 2**20, 2**22]

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from scenarios.elementwise_chain import ALL8, FLOPS
-from suite.frames import fmt_size, speedups, tidy
-from suite.ledger import STORE_MODEL, stream_bytes
-from suite.plots import make_charts
-from suite.report import write_report
-from suite.results import Row, params_json
+from suite.core.ledger import STORE_MODEL, stream_bytes
+from suite.core.row import Row, params_json
+from suite.report.frames import fmt_size, speedups, tidy
+from suite.report.plots import make_charts
+from suite.report.report import write_report
 
 SIZES = [2**16, 2**18, 2**20, 2**22, 2**24]
 CHAINS = [["gelu"], ["scale", "gelu"], ["scale", "shift", "tanh", "gelu"], ALL8]

@@ -1,6 +1,6 @@
 """Static resources of CUDA kernels compiled for sm_90 without a GPU: registers, spills, shared memory, occupancy.
 
-CuPy kernels compile in this process through NVRTC; Triton and Numba kernels in the `suite.aot` helper process,
+CuPy kernels compile in this process through NVRTC; Triton and Numba kernels in the `suite.gpu.aot` helper process,
 where the interpreter and the simulator this test session runs under are off. Each test uses its own disk
 cache, so what it measures is a compile, not a previous run's answer.
 """
@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from suite import aot, resources
-from suite.occupancy import SM90, occupancy
-from suite.resources import KernelSpec, Unrecorded
+from suite.gpu import aot, resources
+from suite.gpu.occupancy import SM90, occupancy
+from suite.gpu.resources import KernelSpec, Unrecorded
 from tests.support import missing
 
 pytestmark = pytest.mark.usefixtures("fresh_resource_cache")
@@ -53,8 +53,8 @@ def _cupy_spec(source: str, name: str, options: tuple[str, ...] = (), threads: i
 
 def _entry_specs(backend: str, variant: str, ops: list[str], dtype: str = "float32", **opts) -> list:
     """What an elementwise_chain entry records when built (in this session's emulation or compile mode)."""
-    from suite import targets
-    from suite.registry import REGISTRY, KernelKey, discover
+    from suite.core import targets
+    from suite.core.registry import REGISTRY, KernelKey, discover
 
     discover()
     target = targets.TARGETS[(backend, "cuda")]
@@ -201,7 +201,7 @@ def test_for_row_takes_the_worst_kernel(monkeypatch) -> None:
 
 
 def test_annotate_never_fails_a_row(monkeypatch) -> None:
-    from suite.results import Row
+    from suite.core.row import Row
 
     def row() -> Row:
         return Row("s", "{}", "float32", "b", "cuda", "fused", "ok")
@@ -229,7 +229,7 @@ def test_annotate_never_fails_a_row(monkeypatch) -> None:
 @pytest.mark.compile
 @needs_cupy
 def test_rows_carry_resources_through_the_suite(tmp_path) -> None:
-    from suite.runner import run
+    from suite.run.runner import run
     from tests.conftest import make_config
 
     cfg = make_config("scenario=elementwise_chain", "scenario.n=4096", "scenario.ops=[scale,gelu]",

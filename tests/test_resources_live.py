@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from suite import resources
-from suite.occupancy import SM90, occupancy
-from suite.resources import KernelSpec
+from suite.gpu import resources
+from suite.gpu.occupancy import SM90, occupancy
+from suite.gpu.resources import KernelSpec
 
 
 class TritonKernel:

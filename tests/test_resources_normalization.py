@@ -1,7 +1,7 @@
 """The normalization entries record every kernel they launch, and each compiles for sm_90 with registers to report.
 
 Built in this session's emulation (Triton interpreter, Numba simulator, CuPy through NVRTC); Triton and Numba
-kernels compile in the `suite.aot` helper. Each test uses its own disk cache, so it measures a compile.
+kernels compile in the `suite.gpu.aot` helper. Each test uses its own disk cache, so it measures a compile.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scenarios.normalization import DECOMPOSITIONS, LayerNorm, Softmax
-from suite import resources
+from suite.gpu import resources
 from tests.support import missing
 
 pytestmark = pytest.mark.usefixtures("fresh_resource_cache")
@@ -27,8 +27,8 @@ NEEDS = {"triton": ("triton", "torch"), "cupy": ("cupy",), "numba": ("numba_cuda
 def test_normalization_entries_record_every_kernel(backend: str, variant: str, op: str) -> None:
     if missing(*NEEDS[backend]):
         pytest.skip(missing(*NEEDS[backend]))
-    from suite import targets
-    from suite.registry import REGISTRY, KernelKey, discover
+    from suite.core import targets
+    from suite.core.registry import REGISTRY, KernelKey, discover
 
     discover()
     scn = SCENARIOS[op]

@@ -13,8 +13,8 @@ import json
 import pandas as pd
 import pytest
 
-from suite.report import write_report
-from suite.runner import run
+from suite.report.report import write_report
+from suite.run.runner import run
 from tests.support import missing, nvrtc_reason
 
 pytestmark = pytest.mark.usefixtures("fresh_resource_cache")

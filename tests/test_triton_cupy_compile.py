@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from scenarios.elementwise_chain import ALL8
-from suite.numerics import judge
-from suite.ptxas import parse_ptxas
-from suite.scenario import get
+from suite.core.numerics import judge
+from suite.core.scenario import get
+from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
 
 CHAINS = [[op] for op in ALL8] + [ALL8, ALL8 + ALL8]
@@ -144,8 +144,8 @@ def test_parse_ptxas_reads_entries_and_out_of_line_functions() -> None:
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_cupy_entries_build_and_refuse_to_run_without_gpu(variant: str) -> None:
     from backends.cupy import TARGET
-    from suite.registry import REGISTRY, KernelKey, discover
-    from suite.targets import COMPILE, NotRunnable
+    from suite.core.registry import REGISTRY, KernelKey, discover
+    from suite.core.targets import COMPILE, NotRunnable
 
     if TARGET.probe().mode != COMPILE:
         pytest.skip(f"cupy is in {TARGET.probe().mode} mode: {TARGET.probe().reason}")

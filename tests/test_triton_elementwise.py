@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from scenarios.elementwise_chain import ALL8
-from suite.numerics import judge, rel_err
-from suite.registry import REGISTRY, KernelKey, discover
-from suite.scenario import get
+from suite.core.numerics import judge, rel_err
+from suite.core.registry import REGISTRY, KernelKey, discover
+from suite.core.scenario import get
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")

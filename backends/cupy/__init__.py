@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.targets import (
+from suite.core.targets import (
     COMPILE,
     NATIVE,
     UNAVAILABLE,

@@ -28,7 +28,7 @@ import numpy as np
 
 from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
-from suite.registry import kernel
+from suite.core.registry import kernel
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
 SHARED_LIMIT = 48 * 1024

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.cupy import TARGET, cupy
-from suite import resources
-from suite.ptxas import KernelResources, parse_ptxas
-from suite.targets import NATIVE, NotRunnable
+from suite.core.targets import NATIVE, NotRunnable
+from suite.gpu import resources
+from suite.gpu.ptxas import KernelResources, parse_ptxas
 
 ARCH = "sm_90"
 NVRTC_OPTIONS = (f"-arch={ARCH}", "-Xptxas=-v", "-std=c++17")
@@ -45,7 +45,7 @@ def build(
     """The kernel `name` of `source`: a compiled `cupy.RawKernel` on a GPU, else a `CompiledOnly`.
 
     With `threads` (the block size it is launched with) the kernel is recorded for the resource report
-    (`suite.resources`), with `dynamic_smem` bytes of dynamic shared memory per block.
+    (`suite.gpu.resources`), with `dynamic_smem` bytes of dynamic shared memory per block.
     """
     kernel = _build(source, name, tuple(options))
     if threads is not None:

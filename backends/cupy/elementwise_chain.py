@@ -20,7 +20,7 @@ import numpy as np
 
 from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
-from suite.registry import kernel
+from suite.core.registry import kernel
 
 CONVERSIONS = r"""
 typedef unsigned short half_bits;

@@ -23,8 +23,8 @@ import numpy as np
 from backends.cupy import TARGET, cupy, launch_stream
 from backends.cupy.build import ARCH, build
 from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.registry import kernel
-from suite.targets import NATIVE, NotRunnable
+from suite.core.registry import kernel
+from suite.core.targets import NATIVE, NotRunnable
 
 SMEM_LIMIT = 48 * 1024
 """Static shared memory per block; a larger tile would need the dynamic opt-in, which these kernels skip."""

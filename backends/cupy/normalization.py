@@ -25,7 +25,7 @@ from backends.cupy import TARGET, launch_stream
 from backends.cupy.build import build
 from backends.cupy.elementwise_chain import CONVERSIONS
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
-from suite.registry import kernel
+from suite.core.registry import kernel
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
 
 
 def simulating() -> bool:
@@ -102,7 +102,7 @@ class NumbaCUDA(Target):
 def _shared_stream() -> Any:
     from numba import cuda
 
-    from suite import cuda_driver
+    from suite.gpu import driver as cuda_driver
 
     return cuda.external_stream(cuda_driver.shared_stream())
 

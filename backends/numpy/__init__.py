@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from suite.targets import NATIVE, Availability, Target, register_target
+from suite.core.targets import NATIVE, Availability, Target, register_target
 
 
 class NumpyCPU(Target):

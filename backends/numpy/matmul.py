@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.elementwise_chain import GELU_A, GELU_C
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 A, C = np.float32(GELU_A), np.float32(GELU_C)
 

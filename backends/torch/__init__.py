@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
 
 
 class TorchCPU(Target):

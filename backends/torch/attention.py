@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from backends.torch import on_stream
-from suite.registry import kernel
+from suite.core.registry import kernel
 
 
 def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from backends.torch import on_stream
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 
 def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:

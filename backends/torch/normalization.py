@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from backends.torch import on_stream
 from scenarios.normalization import EPS
-from suite.registry import kernel
+from suite.core.registry import kernel
 
 Launcher = Callable[[], None]
 

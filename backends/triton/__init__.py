@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.targets import (
+from suite.core.targets import (
     EMULATED,
     NATIVE,
     UNAVAILABLE,

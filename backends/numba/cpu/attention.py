@@ -28,7 +28,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba.ops import CODECS, _float_from_bits
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 F32 = np.float32
 ZERO, ONE, NEG_INF = F32(0.0), F32(1.0), F32(-np.inf)

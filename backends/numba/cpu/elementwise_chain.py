@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from backends.numba.ops import CODECS, chain
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 
 @functools.cache

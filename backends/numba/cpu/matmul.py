@@ -25,7 +25,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba.ops import CODECS, gelu
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 UNROLL = 4
 """Steps of K per pass over an accumulator row (the micro-kernel below is written out for exactly 4)."""

@@ -31,7 +31,7 @@ from numba.extending import register_jitable
 
 from backends.numba.ops import NEG_INF, ONE, VECTOR_CODECS, ZERO, exp_float32, fmax32
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
-from suite.registry import Launcher, kernel
+from suite.core.registry import Launcher, kernel
 
 FASTMATH = {"reassoc", "contract"}
 """No `nnan`/`ninf`: softmax starts its running max at −inf, and a NaN must still come out as a NaN."""

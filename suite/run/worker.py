@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from suite import ceiling, provenance, registry, targets
-from suite import scenario as scenarios
-from suite.execute import Job, execute
-from suite.results import Row, params_json
+from suite.core import registry, targets
+from suite.core import scenario as scenarios
+from suite.core.row import Row, params_json
+from suite.run import ceiling, provenance
+from suite.run.execute import Job, execute
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Session:
         self.gpu = targets.cuda_device_count() > 0
         self.device_names = {"cpu": provenance.cpu_name()}
         if self.gpu:
-            from suite import cuda_driver
+            from suite.gpu import driver as cuda_driver
 
             self.device_names["cuda"] = cuda_driver.device_name()
         self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
@@ -54,7 +55,7 @@ class Session:
 
     def run(self, job: Job, notify: Any = None) -> list[Row]:
         if self.gpu and self.cuda_clock is None and "cuda" in job.devices:
-            from suite.timing import CudaClock
+            from suite.run.timing import CudaClock
 
             self.cuda_clock = CudaClock()
         rows = execute(job, scenarios.get(job.scenario), self.base, self.ceilings, self.cuda_clock, notify)

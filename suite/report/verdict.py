@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.causes import CACHED_PCT, causes, needs_cause
-from suite.frames import BASELINE, GROUP, fmt_size, fmt_x
+from suite.report.causes import CACHED_PCT, causes, needs_cause
+from suite.report.frames import BASELINE, GROUP, fmt_size, fmt_x
 
 SHRUNK = 0.6
 """A gain below this fraction of its peak is called out as shrunk."""

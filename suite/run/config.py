@@ -1,7 +1,7 @@
 """The configuration schema: Hydra structured configs registered in the ConfigStore as `base_<group>`.
 
 YAML files under conf/ start from these dataclasses, so a mistyped key or a value of the wrong type is refused
-by Hydra; `suite.validate` then checks what types cannot (known backends, sizes, ops) before any work starts.
+by Hydra; `suite.run.validate` then checks what types cannot (known backends, sizes, ops) before any work starts.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 `triton.compile` cannot run where TRITON_INTERPRET=1 has made `triton.jit` the interpreter, nor Numba's
 `compile_ptx` where NUMBA_ENABLE_CUDASIM=1 has made `numba.cuda` the simulator, and the suite's worker has both
-set on a machine without a GPU. So the worker starts `python -m suite.aot` once, lazily, with both removed from
+set on a machine without a GPU. So the worker starts `python -m suite.gpu.aot` once, lazily, with both removed from
 its environment (and no visible GPU, so it never creates a context next to a timed kernel), and sends it
 kernel specs as line-delimited JSON on stdin; each answer is one JSON line on stdout.
 
-Request:  {"id": 1, "spec": {"backend": "triton" | "numba", "recipe": {...}}}   (see suite.resources.KernelSpec)
+Request:  {"id": 1, "spec": {"backend": "triton" | "numba", "recipe": {...}}}   (see suite.gpu.resources.KernelSpec)
 Answer:   {"id": 1, "ok": true, "result": {"kernel", "registers", "spill_store_bytes", "spill_load_bytes",
            "stack_bytes", "smem_bytes", "assembler", "compile_s"}}  or  {"id": 1, "ok": false, "error": "..."}
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from suite.ptxas import KernelResources, parse_ptxas
+from suite.gpu.ptxas import KernelResources, parse_ptxas
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCH = (9, 0)
@@ -116,7 +116,7 @@ def _run_nvjitlink(ptx: str, arch: str, options: list[str]) -> str:
         nvjitlink.get_info_log(handle, log)
     finally:
         nvjitlink.destroy(handle)
-    # nvJitLink's own summary lines follow ptxas's; only ptxas's are in the format suite.ptxas reads.
+    # nvJitLink's own summary lines follow ptxas's; only ptxas's are in the format suite.gpu.ptxas reads.
     text = log.decode(errors="replace").rstrip("\x00")
     return "\n".join(line for line in text.splitlines() if line.startswith("ptxas"))
 
@@ -271,7 +271,7 @@ class Client:
         env["CUDA_VISIBLE_DEVICES"] = ""  # compiles need no GPU; never open a context beside timed kernels
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "suite.aot"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "suite.gpu.aot"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env, text=True, bufsize=1, start_new_session=True,
         )  # fmt: skip
         self.lines = queue.Queue()

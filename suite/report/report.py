@@ -1,7 +1,7 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
 
 Everything is derived from the results table. Tables are plain GitHub markdown written here (no tabulate);
-long ones fold into <details>. The verdict in words comes from `suite.verdict`.
+long ones fold into <details>. The verdict in words comes from `suite.report.verdict`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import extras, pressure
-from suite.frames import BASELINE, CHART_KINDS, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
-from suite.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
-from suite.markdown import details, table
-from suite.verdict import verdicts
+from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
+from suite.report import extras, pressure
+from suite.report.frames import BASELINE, CHART_KINDS, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
+from suite.report.markdown import details, table
+from suite.report.verdict import verdicts
 
 STORE_MEANING = {
     WRITE_ALLOCATE: "written bytes count twice: an ordinary store to a line not in cache first reads it "

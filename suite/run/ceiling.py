@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite.config import TimingConfig
-from suite.timing import CpuClock, CudaClock, last_level_cache_bytes, measure_interleaved
+from suite.run.config import TimingConfig
+from suite.run.timing import CpuClock, CudaClock, last_level_cache_bytes, measure_interleaved
 
 COPY_TIMING = TimingConfig(budget_s=0.3, min_reps=5, max_reps=200, warmup=2)
 
@@ -128,7 +128,7 @@ def measure(device: str) -> Ceiling:
         clock: CpuClock | CudaClock = CpuClock()
         copies = _cpu_copies(n)
     else:
-        from suite import cuda_driver
+        from suite.gpu import driver as cuda_driver
 
         cache = cuda_driver.l2_bytes()
         n = 1 << 28

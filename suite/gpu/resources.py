@@ -4,13 +4,13 @@ Fusing grows a kernel's live state, and registers, spills and shared memory deci
 resident. So every CUDA kernel an entry builds is recorded as a `KernelSpec`: enough for another process to
 rebuild and compile it (Triton and Numba kernels by a *factory reference*, CuPy kernels by their CUDA source).
 `analyse` compiles each for sm_90 — CuPy through NVRTC in this process, Triton (`GPUTarget("cuda", 90, 32)`)
-and Numba (`compile_ptx(cc=(9, 0))`) in the persistent `suite.aot` process, where neither the Triton
+and Numba (`compile_ptx(cc=(9, 0))`) in the persistent `suite.gpu.aot` process, where neither the Triton
 interpreter nor the Numba simulator is switched on — reads registers, spills, stack and static shared memory
 from ptxas's `-v` log, and computes the theoretical occupancy from the sm_90 limits. Compilations are cached in
 memory and on disk (keyed by the kernel's recipe, the source files it comes from and the toolchain versions),
 so a sweep pays each once. On a GPU the loaded kernels' attributes are read too (`loaded` in the report).
 
-Backends record while an entry builds (`suite.execute` wraps the entry call in `recording()`):
+Backends record while an entry builds (`suite.run.execute` wraps the entry call in `recording()`):
 
     record_triton(kernel, args, constexprs, num_warps)   # at warmup / first launch, with the launch's args
     record_numba(factory, arg_types, threads)            # factory = (module, attribute, args)
@@ -35,7 +35,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from suite.occupancy import SM90, occupancy
+from suite.gpu.occupancy import SM90, occupancy
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = 2
@@ -505,7 +505,7 @@ def _compile(spec: KernelSpec) -> dict[str, Any]:
         return {"kernel": r.name, "registers": r.registers, "spill_store_bytes": r.spill_store_bytes,
                 "spill_load_bytes": r.spill_load_bytes, "stack_bytes": r.stack_bytes, "smem_bytes": r.smem_bytes,
                 "assembler": "NVRTC -Xptxas=-v"}  # fmt: skip
-    from suite import aot
+    from suite.gpu import aot
 
     return aot.compile_remote(spec.compile_json())
 

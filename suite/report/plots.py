@@ -23,8 +23,8 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from suite import extras
-from suite.frames import (
+from suite.report import extras
+from suite.report.frames import (
     BASELINE,
     chart_name,
     crossover,
@@ -153,7 +153,7 @@ CEILING_LEGEND = {"measured copy ceiling (ordinary stores)": Line2D([], [], colo
 
 def draw_ceilings(ax: plt.Axes, data: pd.DataFrame) -> None:
     """Each device's copy ceiling, and above it, where memcpy streams past it, the copy no kernel here can reach
-    (see suite.ceiling): rows carry both, so charts read them from the rows they draw."""
+    (see suite.run.ceiling): rows carry both, so charts read them from the rows they draw."""
     ceilings = data.groupby("device")[["ceiling_gbps", "ceiling_streaming_gbps"]].median()
     for device, (ceiling, streaming) in ceilings.iterrows():
         if ceiling == ceiling:

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from suite import scenario as scenarios
-from suite import targets
-from suite.errors import ConfigError
-from suite.scenario import Params, Scenario
+from suite.core import scenario as scenarios
+from suite.core import targets
+from suite.core.errors import ConfigError
+from suite.core.scenario import Params, Scenario
 
 DEVICES = ("cpu", "cuda")
 

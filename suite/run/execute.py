@@ -17,14 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from suite import footprint, fusion, numerics, resources, targets
-from suite.ceiling import Ceiling
-from suite.config import TimingConfig
-from suite.ledger import STORE_MODEL
-from suite.registry import REGISTRY, KernelKey
-from suite.results import Row, params_json
-from suite.scenario import SCENARIOS, Params, Scenario
-from suite.timing import CpuClock, CudaClock, measure_interleaved
+from suite.core import fusion, numerics, targets
+from suite.core.ledger import STORE_MODEL
+from suite.core.registry import REGISTRY, KernelKey
+from suite.core.row import Row, params_json
+from suite.core.scenario import SCENARIOS, Params, Scenario
+from suite.gpu import resources
+from suite.run import footprint
+from suite.run.ceiling import Ceiling
+from suite.run.config import TimingConfig
+from suite.run.timing import CpuClock, CudaClock, measure_interleaved
 
 
 @dataclass
@@ -130,7 +132,7 @@ def _options(job: Job, key: KernelKey, mode: str) -> dict[str, Any]:
     opts = dict(job.backend_options.get(key.backend, {}))
     opts["stream"] = None
     if mode == targets.NATIVE and key.target == "cuda":
-        from suite import cuda_driver
+        from suite.gpu import driver as cuda_driver
 
         opts["stream"] = cuda_driver.shared_stream()
     return opts

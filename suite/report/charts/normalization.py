@@ -1,7 +1,7 @@
 """The normalization family's own chart and report section: effective bandwidth against cols with the tile
 boundary marked, and where fusion stopped paying with the ledger's reason beside it.
 
-Registered with `suite.extras` for layernorm, rmsnorm and softmax; both functions read the tidy rows of one
+Registered with `suite.report.extras` for layernorm, rmsnorm and softmax; both functions read the tidy rows of one
 scenario and never run a kernel. Effective bandwidth is the *minimal* traffic — x read once, weight and bias
 once, y written once — over the median time, the same bytes for every variant, so the lines compare times on
 the scale of the measured copy ceiling. The re-read a fused kernel pays for a row wider than its tile comes
@@ -23,17 +23,17 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from suite.extras import charts_for, section_for
-from suite.frames import fmt_size, fmt_x, json_dict, speedups, tidy, timed
-from suite.markdown import table
-from suite.plots import CEILING_LEGEND, DPI, STYLE, draw_ceilings
+from suite.report.extras import charts_for, section_for
+from suite.report.frames import fmt_size, fmt_x, json_dict, speedups, tidy, timed
+from suite.report.markdown import table
+from suite.report.plots import CEILING_LEGEND, DPI, STYLE, draw_ceilings
 
 SCENARIOS = ("layernorm", "rmsnorm", "softmax")
 MAX_COLS = 4
 
 
 def _ledgers(scenario: str, params: dict, dtype: str) -> dict:
-    from suite.scenario import get
+    from suite.core.scenario import get
 
     return get(scenario).ledger(params, dtype)
 

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from suite.execute import Job
-from suite.results import Row
+from suite.core.row import Row
+from suite.run.execute import Job
 
 console = Console(stderr=True)
 

@@ -19,10 +19,10 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from scenarios.matmul import VARIANTS_BY_EPILOGUE
-from suite.extras import charts_for, section_for
-from suite.frames import chart_name, dtype_rank, fmt_x, timed
-from suite.markdown import table
-from suite.plots import DPI, STYLE
+from suite.report.extras import charts_for, section_for
+from suite.report.frames import chart_name, dtype_rank, fmt_x, timed
+from suite.report.markdown import table
+from suite.report.plots import DPI, STYLE
 
 STYLE_MM = {**STYLE, "unblocked": ("--", "X"), "tiled": ("-", "o"), "unfused": ("-.", "v"), "fused": ("-", "P")}
 TILED = ("tiled", "unfused", "fused")

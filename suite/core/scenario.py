@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from suite.errors import ConfigError
-from suite.ledger import VariantLedger
+from suite.core.errors import ConfigError
+from suite.core.ledger import VariantLedger
 
 Params = dict[str, Any]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.config import TimingConfig
+from suite.run.config import TimingConfig
 
 Launcher = Callable[[], None]
 
@@ -61,7 +61,7 @@ class CpuClock:
 
 class CudaClock:
     def __init__(self) -> None:
-        from suite import cuda_driver
+        from suite.gpu import driver as cuda_driver
 
         self.driver = cuda_driver
         self.stream = cuda_driver.shared_stream()

@@ -1,7 +1,7 @@
 """Scenario-specific charts and report sections, kept apart from the generic ones every scenario gets.
 
 A family module under `suite/charts/` registers functions with `@charts_for(...)` (frame, outdir -> paths) and
-`@section_for(...)` (frame -> markdown). Both receive the tidy rows of one scenario (see `suite.frames.tidy`),
+`@section_for(...)` (frame -> markdown). Both receive the tidy rows of one scenario (see `suite.report.frames.tidy`),
 all statuses included; they read results and never run kernels.
 """
 
@@ -39,9 +39,9 @@ def section_for(*scenarios: str) -> Callable[[SectionFn], SectionFn]:
 
 
 def load() -> None:
-    import suite.charts
+    import suite.report.charts
 
-    for info in pkgutil.iter_modules(suite.charts.__path__, prefix="suite.charts."):
+    for info in pkgutil.iter_modules(suite.report.charts.__path__, prefix="suite.report.charts."):
         importlib.import_module(info.name)
 
 

@@ -1,7 +1,7 @@
 """Attention's own charts and report section: TFLOP/s and ledger traffic against seq_len, and where unfused
 stops fitting in memory or stops competing with the fused kernel and the library's.
 
-Registered with `suite.extras`; every function reads the tidy rows of the attention scenario and never runs a
+Registered with `suite.report.extras`; every function reads the tidy rows of the attention scenario and never runs a
 kernel. TFLOP/s is the ledger's FLOPs (the two matmuls) over the median time, so fused, unfused and library
 are measured against the same work. Footprints come from the scenario's model (`footprint_bytes`).
 """
@@ -24,16 +24,16 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from suite.extras import charts_for, section_for
-from suite.frames import fmt_size, json_dict, timed
-from suite.markdown import table
-from suite.plots import DPI, STYLE
+from suite.report.extras import charts_for, section_for
+from suite.report.frames import fmt_size, json_dict, timed
+from suite.report.markdown import table
+from suite.report.plots import DPI, STYLE
 
 SCENARIO = "attention"
 VARIANTS = ("fused", "unfused", "library")
 MAX_COLS = 4
 FOOTPRINT_SKIP = "unfused needs "
-"""How a row skipped by the footprint guard (suite.footprint) starts its reason."""
+"""How a row skipped by the footprint guard (suite.run.footprint) starts its reason."""
 
 
 def _case_labels(data: pd.DataFrame) -> pd.Series:
@@ -62,7 +62,7 @@ def _log2_x(ax: plt.Axes, values: pd.Series) -> None:
 
 def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str, ylabel: str, legend: dict,
             row: str) -> plt.Figure:  # fmt: skip
-    """Cases in columns (at most MAX_COLS), `row` in rows; the look of suite.plots (whitegrid, log2 x)."""
+    """Cases in columns (at most MAX_COLS), `row` in rows; the look of suite.report.plots (whitegrid, log2 x)."""
     cases = sorted(data["case"].unique())[:MAX_COLS]
     data = data[data["case"].isin(cases)]
     rows = sorted(data[row].unique())
@@ -127,7 +127,7 @@ def _footprint(scn: object, params: dict, dtype: str, variant: str) -> float:
 @charts_for(SCENARIO)
 def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """Ledger bytes moved per run (solid) and bytes held (footprint, thin) against seq_len, per variant."""
-    from suite.scenario import get
+    from suite.core.scenario import get
 
     data = _prepare(frame).dropna(subset=["bytes_modeled", "seq_len"])
     data = data[data["store_model"] != ""]

@@ -13,12 +13,13 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from suite import progress, provenance
-from suite.config import TimingConfig
-from suite.execute import Job
-from suite.results import Row, Table, params_json, read
-from suite.validate import Plan, plan
-from suite.worker import InProcess, Settings, Worker, WorkerLost
+from suite.core.row import Row, params_json
+from suite.run import progress, provenance
+from suite.run.config import TimingConfig
+from suite.run.execute import Job
+from suite.run.results import Table, read
+from suite.run.validate import Plan, plan
+from suite.run.worker import InProcess, Settings, Worker, WorkerLost
 
 
 def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> list[Job]:

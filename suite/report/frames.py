@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import COLUMNS
-from suite.scenario import discover
+from suite.core.row import COLUMNS
+from suite.core.scenario import discover
 
 NUMERIC = [
     "time_ms",
@@ -161,7 +161,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
 
     A row names its own baseline (fused against unfused, tiled against unblocked); rows that do not are
     compared with `baseline`. Measured speedup, its interval and the verdict are the runner's paired ones
-    (interleaved rounds, bootstrap interval: see suite.fusion) where present; otherwise the ratio of medians,
+    (interleaved rounds, bootstrap interval: see suite.core.fusion) where present; otherwise the ratio of medians,
     an interquartile span and the PAID/LOST thresholds. Repeated rows of one key are reduced to their median.
     """
     rows = timed(frame).copy()

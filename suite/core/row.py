@@ -1,22 +1,16 @@
-"""The result row and the run's table: one row per (case, implementation), appended and flushed as it exists.
+"""The result row: one per (case, implementation); its field order is the column order of results.csv.
 
-The `Row` dataclass's field order is the column order of results.csv. Failures are rows too: `status` is one of
-ok, mismatch, error, skipped, unsupported, and `reason` says why whenever a row is not a clean timed `ok`.
+Failures are rows too: `status` is one of ok, mismatch, error, skipped, unsupported, and `reason` says why
+whenever a row is not a clean timed `ok`. Every layer reads rows; only `suite.run.assemble` builds them.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 STATUSES = ("ok", "mismatch", "error", "skipped", "unsupported")
-CSV_NAME = "results.csv"
 
 
 @dataclass
@@ -54,7 +48,7 @@ class Row:
     intermediates_removed: int | None = None
     bytes_saved: int | None = None
     ceiling_gbps: float | None = None
-    """The run's best copy that stores as the kernels do (see suite.ceiling): what pct_of_ceiling divides by."""
+    """The run's best copy that stores as the kernels do (see suite.run.ceiling): what pct_of_ceiling divides by."""
     ceiling_streaming_gbps: float | None = None
     """The run's best copy of all, non-temporal stores allowed (above ceiling_gbps on a CPU only)."""
     cache_bytes: int | None = None
@@ -71,7 +65,7 @@ class Row:
     speedup_hi: float | None = None
     """Bootstrap 95% interval of `speedup`."""
     verdict: str = ""
-    """pays, neutral or loses: from the interval, see suite.fusion."""
+    """pays, neutral or loses: from the interval, see suite.core.fusion."""
     fusion_efficiency: float | None = None
     """Time saved over the time the ledger's removed bytes take at the measured ceiling."""
     regs: int | None = None
@@ -103,57 +97,3 @@ KEY = ("scenario", "params", "dtype", "backend", "device", "variant")
 
 def params_json(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, separators=(", ", ": "))
-
-
-class Table:
-    """results.csv of one run directory: appended row by row, flushed and fsynced so a killed run keeps rows."""
-
-    def __init__(self, directory: Path, fresh: bool = True) -> None:
-        """`fresh` starts a new table; otherwise rows are appended to the one there (resume)."""
-        self.path = Path(directory) / CSV_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = fresh or not self.path.exists() or self.path.stat().st_size == 0
-        self._file = self.path.open("w" if fresh else "a", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
-        if fresh:
-            self._writer.writeheader()
-            self._flush()
-
-    def append(self, row: Row) -> None:
-        self._writer.writerow(row.as_record())
-        self._flush()
-
-    def _flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-    def done_keys(self) -> set[tuple[str, ...]]:
-        """Keys of rows already written (for resume): every status counts as finished."""
-        frame = read(self.path)
-        return {tuple(str(v) for v in r) for r in frame[list(KEY)].itertuples(index=False)}
-
-
-def read(path: Path) -> pd.DataFrame:
-    """Read a results.csv, tolerating a last line cut short by a killed process."""
-    path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str})
-    frame["reason"] = frame["reason"].fillna("")
-    return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
-
-
-def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
-    """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`."""
-    frames = [read(p) for p in paths]
-    frame = (
-        pd.concat([f for f in frames if not f.empty], ignore_index=True)
-        if any(not f.empty for f in frames)
-        else pd.DataFrame(columns=COLUMNS)
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out, index=False)
-    return frame

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from suite.frames import json_dict, series_label
-from suite.markdown import details, table
+from suite.report.frames import json_dict, series_label
+from suite.report.markdown import details, table
 
 HEAD = ["case", "dtype", "backend", "variant", "kernel", "launches", "threads", "regs", "spill B/thread",
         "smem B", "occupancy", "limited by"]  # fmt: skip

@@ -1,0 +1,152 @@
+"""The Backend protocol: everything the machinery needs to know about a kernel library, declared by its package.
+
+A backend package (in-tree under `backends/`, or a third party's in the `fusebench.backends` entry-point group)
+subclasses `Backend`, registers one instance with `register_backend` on import, and registers its kernels with
+`@kernel`. The machinery then asks the backend, never the library, for:
+
+- its targets: one `Target` per device it writes kernels for (how arrays reach it, how it runs here);
+- its options: a schema of `Option`s (name, type, range, default, one-line help), validated before any work;
+- its copy kernels, which the bandwidth ceiling of each device is measured with;
+- how it compiles a recorded kernel for a GPU architecture and what registers, spills and shared memory the
+  assembler reports (`compile`), and whether that must happen where no interpreter or simulator is switched on;
+- how it reads a loaded kernel's attributes on a GPU (`loaded_attributes`);
+- its launch stream: how a launch is made to run on the suite's shared CUDA stream.
+
+Every method has a default that means "this backend has none", so a CPU-only backend implements nothing but
+its name and targets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from suite.core.errors import ConfigError
+from suite.core.targets import Target, register_target
+
+Launcher = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One `backend_options.<backend>.<name>` setting: its type, valid values, default and a line of help.
+
+    Integers may be bounded (`low`..`high`), required to be a multiple of `step` or a power of two; strings and
+    other values may be limited to `choices`. `default=None` means "each kernel chooses" (the help says how)."""
+
+    name: str
+    help: str
+    default: Any = None
+    kind: type = int
+    low: int | None = None
+    high: int | None = None
+    step: int | None = None
+    power_of_two: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def describe(self) -> str:
+        """The valid values in words: 'a power of two in 16..65536', 'one of default, max-autotune'."""
+        if self.choices:
+            return f"one of {', '.join(str(c) for c in self.choices)}"
+        if self.kind is bool:
+            return "true or false"
+        what = "a power of two" if self.power_of_two else f"a multiple of {self.step}" if self.step else "an integer"
+        if self.kind is not int:
+            what = f"a {self.kind.__name__}"
+        if self.low is not None and self.high is not None:
+            return f"{what} in {self.low}..{self.high}"
+        if self.low is not None:
+            return f"{what} >= {self.low}"
+        return what
+
+    def valid(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        if self.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            return False
+        if not isinstance(value, self.kind):
+            return False
+        if self.kind is not int:
+            return True
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            return False
+        if self.step and value % self.step:
+            return False
+        return not (self.power_of_two and value & (value - 1))
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the assembler reported for one kernel built for a GPU architecture."""
+
+    kernel: str
+    registers: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    stack_bytes: int
+    smem_bytes: int
+    assembler: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend:
+    """Base class of a backend; subclasses set `name` and `options` and override what they have."""
+
+    name: ClassVar[str]
+    options: ClassVar[tuple[Option, ...]] = ()
+    compile_isolated: ClassVar[bool] = False
+    """True where `compile` must run in a process with neither the Triton interpreter nor the Numba CUDA
+    simulator switched on (both replace the compiler the moment they are imported)."""
+
+    def __init__(self, *targets: Target) -> None:
+        self.targets: dict[str, Target] = {t.device: t for t in targets}
+
+    def defaults(self) -> dict[str, Any]:
+        """The options' defaults, `None` ones left out (the kernels choose)."""
+        return {o.name: o.default for o in self.options if o.default is not None}
+
+    def check_options(self, given: Mapping[str, Any] | None) -> None:
+        """Raise ConfigError naming the valid choices for an unknown option or a value out of range."""
+        schema = {o.name: o for o in self.options}
+        for key, value in (given or {}).items():
+            if key not in schema:
+                valid = ", ".join(schema) or "none"
+                raise ConfigError(f"unknown option backend_options.{self.name}.{key}; valid: {valid}")
+            if value is not None and not schema[key].valid(value):
+                raise ConfigError(f"backend_options.{self.name}.{key}={value} must be {schema[key].describe()}")
+
+    def copies(self, device: str, n: int, stream: int | None) -> dict[str, Launcher]:
+        """Named copies of `n` float32 values on `device` (already warmed up), for the bandwidth ceiling.
+
+        `stream` is the suite's shared CUDA stream on a GPU; every copy must run on it."""
+        return {}
+
+    def compile(self, recipe: Mapping[str, Any]) -> Resources:
+        """Compile a recorded kernel (see `suite.core.kernelspec`) for the GPU architecture and report what the
+        assembler says. Raise where the backend has no compiler for it."""
+        raise NotImplementedError(f"backend {self.name} does not compile kernels for a GPU architecture")
+
+    def loaded_attributes(self, live: Any) -> dict[str, Any]:
+        """Registers (`regs`), local memory (`local_bytes`), shared memory (`smem_bytes`) and, where known,
+        `max_threads_per_block` of a kernel as loaded on this machine's GPU."""
+        raise NotImplementedError(f"backend {self.name} cannot read a loaded kernel's attributes")
+
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """A factory of the context every launch runs in so that it lands on the CUDA stream `handle`;
+        `None` (no GPU, or a CPU target) needs no context."""
+        return contextlib.nullcontext
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> Backend:
+    """Make `backend` and its targets known to the suite (called once, when its package is imported)."""
+    if backend.name in BACKENDS and BACKENDS[backend.name] is not backend:
+        raise ValueError(f"backend {backend.name!r} registered twice")
+    BACKENDS[backend.name] = backend
+    for target in backend.targets.values():
+        register_target(target)
+    return backend

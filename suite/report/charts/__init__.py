@@ -1,0 +1,1 @@
+"""Scenario-family charts and report sections beyond the generic ones (see suite.report.extras)."""
