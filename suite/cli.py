@@ -51,13 +51,19 @@ def _job_overrides(args: list[str]) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
 
 
+def open_options(args: list[str]) -> list[str]:
+    """`backend_options.<backend>.<option>=v` sets an option whether or not the config lists it already: each
+    backend's schema, not the config's defaults, says which options exist (and is checked before any work)."""
+    return [f"++{a}" if a.startswith("backend_options.") else a for a in args]
+
+
 def precheck(args: list[str]) -> None:
     """Compose and plan every job's config; raise ConfigError (one line) on the first problem."""
     from hydra import compose, initialize_config_dir
 
     from suite.run.validate import plan
 
-    for overrides in _job_overrides(args):
+    for overrides in _job_overrides(open_options(args)):
         try:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
                 cfg = compose(config_name="config", overrides=overrides)
@@ -146,7 +152,7 @@ def list_kernels() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
+    args = open_options(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["list"]:
         list_kernels()
         return

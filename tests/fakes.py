@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from suite.core.backend import BACKENDS, Backend, register_backend
 from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.registry import REGISTRY, KernelKey, kernel
 from suite.core.scenario import SCENARIOS, Params, Scenario, register
-from suite.core.targets import NATIVE, TARGETS, Availability, Target, register_target
+from suite.core.targets import NATIVE, Availability, Target
 
 BEHAVIOURS = ("good", "twice", "wrong", "partial", "raises", "slow", "crash")
 
@@ -24,6 +25,10 @@ class FakeTarget(Target):
 
     def probe(self) -> Availability:
         return Availability(NATIVE, "host NumPy")
+
+
+class Fake(Backend):
+    name = "fake"
 
 
 class Doubling(Scenario):
@@ -78,8 +83,8 @@ def _entry(behaviour: str) -> Any:
 
 if "fake_double" not in SCENARIOS:
     register(Doubling)
-if ("fake", "cpu") not in TARGETS:
-    register_target(FakeTarget())
+if "fake" not in BACKENDS:
+    register_backend(Fake(FakeTarget()))
 for _b in BEHAVIOURS:
     if REGISTRY.get(KernelKey("fake_double", "fake", _b, "cpu")) is None:
-        kernel(scenario="fake_double", backend="fake", variant=_b, target="cpu")(_entry(_b))
+        kernel(scenario="fake_double", backend="fake", variant=_b, device="cpu")(_entry(_b))

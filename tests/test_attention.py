@@ -175,9 +175,9 @@ def test_tolerance_holds_the_storage_precision_decomposition(dtype: str) -> None
 
 registry.discover()
 RUNNABLE = [
-    pytest.param(key, id=f"{key.backend}-{key.target}-{key.variant}")
+    pytest.param(key, id=f"{key.backend}-{key.device}-{key.variant}")
     for key in registry.REGISTRY.keys(scenario="attention")
-    if key.backend != "numba" or key.target == "cpu"  # the simulator is too slow for 193: test_kernels covers it
+    if key.backend != "numba" or key.device == "cpu"  # the simulator is too slow for 193: test_kernels covers it
 ]
 
 
@@ -185,7 +185,7 @@ RUNNABLE = [
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("key", RUNNABLE)
 def test_kernels_on_a_ragged_seq_len(key: KernelKey, dtype: str, causal: bool) -> None:
-    target = targets.TARGETS[(key.backend, key.target)]
+    target = targets.TARGETS[(key.backend, key.device)]
     avail = target.probe()
     if not avail.runs:
         pytest.skip(avail.reason)

@@ -21,12 +21,12 @@ SEED = 20261129
 
 def _params(key: KernelKey) -> list:
     out = []
-    target = targets.TARGETS.get((key.backend, key.target))
+    target = targets.TARGETS.get((key.backend, key.device))
     avail = target.probe() if target else targets.Availability(targets.UNAVAILABLE, "no target")
     for params in scenarios.SCENARIOS[key.scenario].checks:
         for dtype in scenarios.SCENARIOS[key.scenario].dtypes:
             marks = [pytest.mark.skipif(avail.mode == targets.UNAVAILABLE, reason=avail.reason)]
-            ident = f"{key.scenario}-{key.backend}-{key.target}-{key.variant}-{dtype}-{params}"
+            ident = f"{key.scenario}-{key.backend}-{key.device}-{key.variant}-{dtype}-{params}"
             out.append(pytest.param(key, params, dtype, marks=marks, id=ident))
     return out
 
@@ -37,7 +37,7 @@ CASES = [p for key in registry.REGISTRY.keys() if key.scenario in scenarios.SCEN
 @pytest.mark.parametrize(("key", "params", "dtype"), CASES)
 def test_kernel_matches_reference(key: KernelKey, params: dict, dtype: str) -> None:
     scn = scenarios.SCENARIOS[key.scenario]
-    target = targets.TARGETS[(key.backend, key.target)]
+    target = targets.TARGETS[(key.backend, key.device)]
     inputs = scn.make_inputs(params, dtype, np.random.default_rng(SEED))
     ref = scn.reference(inputs, params)
     tol = scn.tolerance(inputs, params, dtype, ref)

@@ -136,7 +136,7 @@ registry.discover()
 
 
 def _run(key: KernelKey, params: dict, dtype: str) -> tuple[np.ndarray, np.ndarray, float]:
-    target = targets.TARGETS[(key.backend, key.target)]
+    target = targets.TARGETS[(key.backend, key.device)]
     if target.probe().mode not in (targets.NATIVE, targets.EMULATED):
         pytest.skip(target.probe().reason)
     inputs = MM.make_inputs(params, dtype, np.random.default_rng(SEED))
@@ -159,7 +159,7 @@ CPU_AND_INTERPRETER = [
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("epilogue", ["none", "bias_gelu"])
-@pytest.mark.parametrize("key", CPU_AND_INTERPRETER, ids=lambda k: f"{k.backend}-{k.target}-{k.variant}")
+@pytest.mark.parametrize("key", CPU_AND_INTERPRETER, ids=lambda k: f"{k.backend}-{k.device}-{k.variant}")
 def test_awkward_shape_matches_reference(key: KernelKey, epilogue: str, dtype: str) -> None:
     if key.variant not in VARIANTS_BY_EPILOGUE[epilogue] and key.variant != "tiled":  # tiled + epilogue = unfused
         pytest.skip(f"{key.variant} is not compared when epilogue={epilogue}")

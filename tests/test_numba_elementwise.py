@@ -79,4 +79,4 @@ def test_cpu_fused_equals_unfused_in_float32() -> None:
 def test_ops_match_the_scenario() -> None:
     assert list(OPS) == list(SCENARIO_OPS)
     assert {k.variant for k in REGISTRY.keys(scenario="elementwise_chain", backend="numba")} == {"fused", "unfused"}
-    assert {k.target for k in REGISTRY.keys(scenario="elementwise_chain", backend="numba")} == {"cpu", "cuda"}
+    assert {k.device for k in REGISTRY.keys(scenario="elementwise_chain", backend="numba")} == {"cpu", "cuda"}

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from suite.core.backend import Backend, Option, register_backend
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -21,7 +22,6 @@ from suite.core.targets import (
     Availability,
     Target,
     cuda_device_count,
-    register_target,
 )
 
 try:
@@ -84,7 +84,16 @@ class CupyTarget(Target):
         return cupy.cuda.runtime.memGetInfo()[0] if self.on_gpu else None
 
 
-TARGET = register_target(CupyTarget())
+class Cupy(Backend):
+    name = "cupy"
+    options = (
+        Option("block", "threads per block", 256, low=32, high=1024, step=32),
+        Option("max_items", "row values one normalization thread may hold (default 64)", None, low=1, high=512),
+    )
+
+
+TARGET = CupyTarget()
+BACKEND = register_backend(Cupy(TARGET))
 
 
 def launch_stream(handle: int | None) -> contextlib.AbstractContextManager:

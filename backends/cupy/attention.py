@@ -344,14 +344,14 @@ def _tiled(params: dict) -> tuple[tuple[int, int], tuple[int], np.int32, np.floa
     )
 
 
-@kernel(scenario="attention", backend="cupy", variant="fused", target="cuda")
+@kernel(scenario="attention", backend="cupy", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     (flash,) = _compiled(params, _dtype(inputs, out), NAMES["fused"])
     grid, block, seq_len, scale = _tiled(params)
     return _launcher([(flash, grid, block, (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale))], opts)
 
 
-@kernel(scenario="attention", backend="cupy", variant="unfused", target="cuda")
+@kernel(scenario="attention", backend="cupy", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     dtype = _dtype(inputs, out)
     scores, softmax, pv = _compiled(params, dtype, NAMES["unfused"])

@@ -97,12 +97,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
     return launch
 
 
-@kernel(scenario="elementwise_chain", backend="cupy", variant="fused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="cupy", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher([(inputs["x"], out, tuple(params["ops"]))], params["n"], opts)
 
 
-@kernel(scenario="elementwise_chain", backend="cupy", variant="unfused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="cupy", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     ops = params["ops"]
     scratch = [TARGET.empty(out.shape, np.dtype(out.dtype).name) for _ in range(min(len(ops) - 1, 2))]

@@ -213,22 +213,22 @@ def _cublas(a: Any, b: Any, c: Any) -> Callable[[], None]:
     return lambda: cupy.matmul(a, b, out=c)
 
 
-@kernel(scenario="matmul", backend="cupy", variant="unblocked", target="cuda")
+@kernel(scenario="matmul", backend="cupy", variant="unblocked", device="cuda")
 def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
-@kernel(scenario="matmul", backend="cupy", variant="tiled", target="cuda")
-@kernel(scenario="matmul", backend="cupy", variant="unfused", target="cuda")
+@kernel(scenario="matmul", backend="cupy", variant="tiled", device="cuda")
+@kernel(scenario="matmul", backend="cupy", variant="unfused", device="cuda")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
-@kernel(scenario="matmul", backend="cupy", variant="fused", target="cuda")
+@kernel(scenario="matmul", backend="cupy", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)
 
 
-@kernel(scenario="matmul", backend="cupy", variant="library", target="cuda")
+@kernel(scenario="matmul", backend="cupy", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "library", fuse=False)

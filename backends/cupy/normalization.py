@@ -295,11 +295,11 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
 
 
 def _register(op: str) -> None:
-    @kernel(scenario=op, backend="cupy", variant="fused", target="cuda")
+    @kernel(scenario=op, backend="cupy", variant="fused", device="cuda")
     def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
         return fused_entry(op, inputs, out, params, opts)
 
-    @kernel(scenario=op, backend="cupy", variant="unfused", target="cuda")
+    @kernel(scenario=op, backend="cupy", variant="unfused", device="cuda")
     def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
         return unfused_entry(op, inputs, out, params, opts)
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.core.backend import Backend, Option, register_backend
+from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
 def simulating() -> bool:
@@ -107,5 +108,9 @@ def _shared_stream() -> Any:
     return cuda.external_stream(cuda_driver.shared_stream())
 
 
-register_target(NumbaCPU())
-register_target(NumbaCUDA())
+class Numba(Backend):
+    name = "numba"
+    options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
+
+
+BACKEND = register_backend(Numba(NumbaCPU(), NumbaCUDA()))

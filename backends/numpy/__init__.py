@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from suite.core.targets import NATIVE, Availability, Target, register_target
+from suite.core.backend import Backend, register_backend
+from suite.core.targets import NATIVE, Availability, Target
 
 
 class NumpyCPU(Target):
@@ -28,4 +29,8 @@ def _blas() -> str:
         return "BLAS"
 
 
-register_target(NumpyCPU())
+class Numpy(Backend):
+    name = "numpy"
+
+
+BACKEND = register_backend(Numpy(NumpyCPU()))

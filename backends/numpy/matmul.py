@@ -33,7 +33,7 @@ def _bias_gelu(x: np.ndarray, bias: np.ndarray, t: np.ndarray, out: np.ndarray) 
     np.multiply(t, np.float32(0.5), out=out, casting="same_kind")
 
 
-@kernel(scenario="matmul", backend="numpy", variant="library", target="cpu")
+@kernel(scenario="matmul", backend="numpy", variant="library", device="cpu")
 def library(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
     """sgemm (after converting float16 operands), then, with the epilogue, bias+gelu as ufunc passes."""
     a, b = inputs["a"], inputs["b"]

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count, register_target
+from suite.core.backend import Backend, register_backend
+from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
 class TorchCPU(Target):
@@ -70,5 +71,8 @@ def on_stream(opts: dict[str, Any]) -> Iterator[None]:
         yield
 
 
-register_target(TorchCPU())
-register_target(TorchCUDA())
+class Torch(Backend):
+    name = "torch"
+
+
+BACKEND = register_backend(Torch(TorchCPU(), TorchCUDA()))

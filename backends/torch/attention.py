@@ -29,5 +29,5 @@ def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callab
     return launch
 
 
-kernel(scenario="attention", backend="torch", variant="library", target="cpu")(_entry)
-kernel(scenario="attention", backend="torch", variant="library", target="cuda")(_entry)
+kernel(scenario="attention", backend="torch", variant="library", device="cpu")(_entry)
+kernel(scenario="attention", backend="torch", variant="library", device="cuda")(_entry)

@@ -31,5 +31,5 @@ def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict
     return launch
 
 
-kernel(scenario="matmul", backend="torch", variant="library", target="cpu")(_library)
-kernel(scenario="matmul", backend="torch", variant="library", target="cuda")(_library)
+kernel(scenario="matmul", backend="torch", variant="library", device="cpu")(_library)
+kernel(scenario="matmul", backend="torch", variant="library", device="cuda")(_library)

@@ -59,4 +59,4 @@ def softmax(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
 
 for _name, _entry in {"layernorm": layernorm, "rmsnorm": rmsnorm, "softmax": softmax}.items():
     for _device in ("cpu", "cuda"):
-        kernel(scenario=_name, backend="torch", variant="library", target=_device)(_entry)
+        kernel(scenario=_name, backend="torch", variant="library", device=_device)(_entry)

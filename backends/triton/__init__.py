@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from suite.core.backend import Backend, Option, register_backend
 from suite.core.targets import (
     EMULATED,
     NATIVE,
@@ -23,7 +24,6 @@ from suite.core.targets import (
     Availability,
     Target,
     cuda_device_count,
-    register_target,
 )
 
 
@@ -68,7 +68,17 @@ class TritonTarget(Target):
         return torch.cuda.mem_get_info()[0] if self.probe().mode == NATIVE else None
 
 
-TARGET = register_target(TritonTarget())
+class Triton(Backend):
+    name = "triton"
+    options = (
+        Option("block", "elements per program of the elementwise kernels", 1024, low=16, high=65536, power_of_two=True),
+        Option("num_warps", "warps per program; default: each kernel's choice for its tile", None, low=1, high=32,
+               power_of_two=True),
+    )  # fmt: skip
+
+
+TARGET = TritonTarget()
+BACKEND = register_backend(Triton(TARGET))
 
 
 def launch_context(stream: int | None) -> Callable[[], contextlib.AbstractContextManager]:

@@ -197,7 +197,7 @@ def _shape(params: dict) -> tuple[int, int, float]:
     return heads, int(params["seq_len"]), 1.0 / math.sqrt(int(params["head_dim"]))
 
 
-@kernel(scenario="attention", backend="triton", variant="fused", target="cuda")
+@kernel(scenario="attention", backend="triton", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
@@ -206,7 +206,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callabl
     return _launcher([(_flash_kernel, grid, args, consts)], opts, _dtype(out))
 
 
-@kernel(scenario="attention", backend="triton", variant="unfused", target="cuda")
+@kernel(scenario="attention", backend="triton", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)

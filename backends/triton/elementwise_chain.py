@@ -48,12 +48,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
     return launch
 
 
-@kernel(scenario="elementwise_chain", backend="triton", variant="fused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="triton", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher([(inputs["x"], out, codes(params["ops"]))], params["n"], opts)
 
 
-@kernel(scenario="elementwise_chain", backend="triton", variant="unfused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="triton", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     ops = params["ops"]
     scratch = [out.new_empty(out.shape) for _ in range(min(len(ops) - 1, 2))]

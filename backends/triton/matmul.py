@@ -115,17 +115,17 @@ def _launcher(
     return launch
 
 
-@kernel(scenario="matmul", backend="triton", variant="unblocked", target="cuda")
+@kernel(scenario="matmul", backend="triton", variant="unblocked", device="cuda")
 def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
-@kernel(scenario="matmul", backend="triton", variant="tiled", target="cuda")
-@kernel(scenario="matmul", backend="triton", variant="unfused", target="cuda")
+@kernel(scenario="matmul", backend="triton", variant="tiled", device="cuda")
+@kernel(scenario="matmul", backend="triton", variant="unfused", device="cuda")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
-@kernel(scenario="matmul", backend="triton", variant="fused", target="cuda")
+@kernel(scenario="matmul", backend="triton", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)

@@ -1,7 +1,7 @@
 """The kernel registry: every implementation is registered under an explicit key, never inferred from its path.
 
-A key is (scenario, backend, variant, target). `target` is the device a kernel is written for: Numba has a CPU
-and a CUDA target, Triton and CuPy only CUDA. Backends register their kernels on import; the suite imports
+A key is (scenario, backend, variant, device). `device` is the kind of device a kernel is written for: Numba
+writes for `cpu` and `cuda`, Triton and CuPy for `cuda` only; a backend on one device is its `Target`. Backends register their kernels on import; the suite imports
 them by scanning the in-tree `backends` package and the `fusebench.backends` entry-point group, so a third
 party adds a backend without editing this tree.
 """
@@ -27,7 +27,7 @@ class KernelKey:
     scenario: str
     backend: str
     variant: str
-    target: str = "cuda"
+    device: str = "cuda"
 
 
 @dataclass
@@ -54,11 +54,11 @@ class Registry:
 REGISTRY = Registry()
 
 
-def kernel(*, scenario: str, backend: str, variant: str, target: str = "cuda") -> Callable[[Entry], Entry]:
-    """Register `entry` as the implementation of (scenario, backend, variant) on `target` ("cpu" or "cuda")."""
+def kernel(*, scenario: str, backend: str, variant: str, device: str = "cuda") -> Callable[[Entry], Entry]:
+    """Register `entry` as the implementation of (scenario, backend, variant) on `device` ("cpu" or "cuda")."""
 
     def register(entry: Entry) -> Entry:
-        REGISTRY.add(KernelKey(scenario, backend, variant, target), entry)
+        REGISTRY.add(KernelKey(scenario, backend, variant, device), entry)
         return entry
 
     return register

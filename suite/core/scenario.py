@@ -83,6 +83,11 @@ class Scenario:
         """A smaller case with the same structure, for the interpreter and the simulator."""
         return params
 
+    def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int | None:
+        """Device memory `variant` holds while it runs, for the footprint guard; None where the family has no
+        model (the guard then lets the case run, and planning uses a generic estimate)."""
+        return None
+
 
 SCENARIOS: dict[str, Scenario] = {}
 

@@ -12,8 +12,6 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-BACKENDS = ["triton", "cupy", "numba", "torch", "numpy"]
-
 
 @dataclass
 class TimingConfig:
@@ -47,7 +45,8 @@ class ScenarioConfig:
 @dataclass
 class BenchConfig:
     scenario: Any = MISSING
-    backends: list[str] = field(default_factory=lambda: list(BACKENDS))
+    backends: list[str] = field(default_factory=list)
+    """Empty: every registered backend (in-tree and from the `fusebench.backends` entry-point group)."""
     variants: list[str] = field(default_factory=list)
     """Empty: every variant of the scenario."""
     dtype: Any = field(default_factory=lambda: ["float32", "float16"])
@@ -61,9 +60,8 @@ class BenchConfig:
     """Run kernels in a worker process so a crash or a timeout costs one case, not the run."""
     plugins: list[str] = field(default_factory=list)
     """Extra modules the worker imports, to register out-of-tree scenarios or kernels."""
-    backend_options: dict[str, Any] = field(
-        default_factory=lambda: {"triton": {"block": 1024}, "cupy": {"block": 256}, "numba": {"block": 256}}
-    )
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """backend_options.<backend>.<option>: each backend's schema names its options, their ranges and defaults."""
     timing: TimingConfig = field(default_factory=TimingConfig)
     device: DeviceConfig = field(default_factory=DeviceConfig)
 

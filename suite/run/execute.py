@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from suite.core import fusion, numerics, targets
+from suite.core.backend import BACKENDS
 from suite.core.ledger import STORE_MODEL
 from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import Row, params_json
@@ -102,15 +103,15 @@ class Inputs:
 def _availability(impl: Impl, job: Job) -> str | None:
     """Set the target and mode, or mark the row and return None when it cannot run here."""
     k, row = impl.key, impl.row
-    if not k.target:
+    if not k.device:
         row.status, row.reason = "skipped", f"{k.backend} unavailable: {REGISTRY.load_errors[k.backend]}"
         return None
     entry = REGISTRY.get(k)
-    target = targets.TARGETS.get((k.backend, k.target))
+    target = targets.TARGETS.get((k.backend, k.device))
     if entry is None:
         row.status, row.reason = (
             "unsupported",
-            f"no {k.backend}/{k.target} kernel for {k.scenario} {k.variant}",
+            f"no {k.backend}/{k.device} kernel for {k.scenario} {k.variant}",
         )
         return None
     if target is None:
@@ -129,9 +130,9 @@ def _availability(impl: Impl, job: Job) -> str | None:
 
 def _options(job: Job, key: KernelKey, mode: str) -> dict[str, Any]:
     """The backend's options from the config, plus the shared CUDA stream for kernels that run on a GPU."""
-    opts = dict(job.backend_options.get(key.backend, {}))
+    opts = {**BACKENDS[key.backend].defaults(), **(job.backend_options.get(key.backend) or {})}
     opts["stream"] = None
-    if mode == targets.NATIVE and key.target == "cuda":
+    if mode == targets.NATIVE and key.device == "cuda":
         from suite.gpu import driver as cuda_driver
 
         opts["stream"] = cuda_driver.shared_stream()
@@ -157,7 +158,7 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
         out = target.empty(scn.output_shape(impl.run_params), job.dtype)
         target.poison(out)
         entry = REGISTRY.get(impl.key)
-        with resources.recording(specs) if impl.key.target == "cuda" else contextlib.nullcontext():
+        with resources.recording(specs) if impl.key.device == "cuda" else contextlib.nullcontext():
             impl.launcher = entry(dev_inputs, out, impl.run_params, _options(job, impl.key, mode))
         start = time.perf_counter()
         impl.launcher()
@@ -176,9 +177,9 @@ def _build_and_check(impl: Impl, job: Job, data: Inputs, scn: Scenario) -> None:
         return
     finally:  # compile-only rows (NotRunnable) report resources too; analysis never fails the row
         built_for = None
-        if impl.key.target == "cuda" and impl.run_params != job.params:
+        if impl.key.device == "cuda" and impl.run_params != job.params:
             specs, built_for = _case_specs(impl, job, scn, mode, specs)
-        resources.annotate(row, impl.key.target, specs, built_for)
+        resources.annotate(row, impl.key.device, specs, built_for)
     row.max_rel_err, problem = numerics.judge(impl.out, ref, tol)
     row.status, row.reason = ("mismatch", problem) if problem else ("ok", "")
     if emulated:
@@ -224,7 +225,7 @@ def _peers(impls: list[Impl]) -> None:
 def _time(impls: list[Impl], job: Job, cuda_clock: CudaClock | None) -> None:
     timed = [i for i in impls if i.row.status == "ok" and i.row.mode == targets.NATIVE]
     for device in ("cpu", "cuda"):
-        group = {id(i): i for i in timed if i.key.target == device}
+        group = {id(i): i for i in timed if i.key.device == device}
         if not group:
             continue
         clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
@@ -241,7 +242,7 @@ def _rates(impls: list[Impl], ceilings: dict[str, Ceiling]) -> None:
     """GB/s (bytes read + written, as the ceiling's copy counts them) and share of the device's ceiling."""
     for impl in impls:
         row = impl.row
-        top = ceilings.get(impl.key.target)
+        top = ceilings.get(impl.key.device)
         if row.mode == targets.NATIVE and top is not None:
             row.ceiling_gbps, row.cache_bytes = top.gbps, top.cache_bytes
             row.ceiling_streaming_gbps = top.streaming_gbps
@@ -254,7 +255,7 @@ def _rates(impls: list[Impl], ceilings: dict[str, Ceiling]) -> None:
 
 def _compare(impls: list[Impl], scn: Scenario, seed: int) -> None:
     """Paired speedup, interval verdict and fusion efficiency of each (candidate, baseline) pair."""
-    timed = {(i.key.backend, i.key.target, i.key.variant): i for i in impls if i.timing is not None}
+    timed = {(i.key.backend, i.key.device, i.key.variant): i for i in impls if i.timing is not None}
     for (backend, device, variant), cand in timed.items():
         for candidate, baseline in scn.pairs:
             base = timed.get((backend, device, baseline))
@@ -277,9 +278,9 @@ def _compare(impls: list[Impl], scn: Scenario, seed: int) -> None:
 def _ledger(impl: Impl, scn: Scenario, job: Job) -> None:
     row = impl.row
     lg = scn.ledger(job.params, job.dtype).get(impl.key.variant)
-    if lg is None or not impl.key.target:
+    if lg is None or not impl.key.device:
         return
-    row.store_model = STORE_MODEL[impl.key.target]
+    row.store_model = STORE_MODEL[impl.key.device]
     row.bytes_read, row.bytes_written, row.flops_modeled = lg.bytes_read, lg.bytes_written, lg.flops
     row.bytes_modeled, row.launches = lg.bytes_moved(row.store_model), lg.launches
     row.intermediates_removed, row.bytes_saved = len(lg.removed), lg.saved_bytes
@@ -291,9 +292,9 @@ def _save_io(impl: Impl, job: Job, data: Inputs) -> None:
     inputs, ref, _ = data.get(impl.run_params)
     k = impl.key
     meta = {"scenario": k.scenario, "params": impl.run_params, "dtype": job.dtype, "backend": k.backend,
-            "device": k.target, "variant": k.variant}  # fmt: skip
+            "device": k.device, "variant": k.variant}  # fmt: skip
     name = f"{k.scenario}_{zlib.crc32(params_json(impl.run_params).encode()):08x}_{job.dtype}"
-    path = Path(job.io_dir) / f"{name}__{k.backend}-{k.target}-{k.variant}.npz"
+    path = Path(job.io_dir) / f"{name}__{k.backend}-{k.device}-{k.variant}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **inputs, out=impl.out, reference=ref, meta=json.dumps(meta, sort_keys=True))
 
@@ -322,7 +323,7 @@ def execute(
     for impl in impls:
         _ledger(impl, scn, job)
         if _availability(impl, job) is not None:
-            notify((impl.key.backend, impl.key.target, impl.key.variant))
+            notify((impl.key.backend, impl.key.device, impl.key.variant))
             _build_and_check(impl, job, data, scn)
             _save_io(impl, job, data)
     _peers(impls)

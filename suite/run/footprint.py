@@ -1,7 +1,7 @@
 """The footprint guard: skip a case before it runs when its variant would not fit in the device's free memory.
 
-A scenario that can say how much memory a variant holds while it runs defines
-`footprint_bytes(params, dtype, variant) -> int` (attention: q, k, v and O, plus the L×L S and P when
+A scenario that can say how much memory a variant holds while it runs overrides the `Scenario` hook
+`footprint_bytes(params, dtype, variant)` (attention: q, k, v and O, plus the L×L S and P when
 unfused). `guard` compares that with what the target reports free; where the target cannot tell (the CPU,
 the interpreter, the simulator, a compile-only target: their arrays live in host memory), with the host's
 available memory. The reason it returns names both numbers, so a skipped row says why.
@@ -40,10 +40,9 @@ def fmt_bytes(n: float) -> str:
 def guard(scn: Any, params: dict[str, Any], dtype: str, variant: str, target: Any) -> str | None:
     """Why this case cannot run on `target` (its footprint exceeds the free memory), or None when it fits,
     when the scenario has no footprint model, or when the free memory is unknown."""
-    model = getattr(scn, "footprint_bytes", None)
-    if model is None:
+    need = scn.footprint_bytes(params, dtype, variant)
+    if need is None:
         return None
-    need = int(model(params, dtype, variant))
     reported = target.free_bytes()
     free = host_available_bytes() if reported is None else int(reported)
     if free is None or need <= free:

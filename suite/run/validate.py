@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from suite.core import scenario as scenarios
-from suite.core import targets
+from suite.core.backend import BACKENDS, Backend
 from suite.core.errors import ConfigError
+from suite.core.registry import REGISTRY, discover
 from suite.core.scenario import Params, Scenario
+from suite.core.targets import configure_emulation
 
 DEVICES = ("cpu", "cuda")
 
@@ -34,14 +34,15 @@ class Plan:
     targets: list[str]
 
 
-def known_backends() -> list[str]:
-    """In-tree backend packages, entry-point backends and plugin-registered ones, found without importing them."""
-    import backends
+def discover_backends() -> dict[str, Backend]:
+    """Every registered backend, imported once per process (the in-tree scan and the entry-point group)."""
+    discover()
+    return BACKENDS
 
-    names = {m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg}
-    names |= {ep.name for ep in entry_points(group="fusebench.backends")}
-    names |= {b for b, _ in targets.TARGETS}
-    return sorted(names)
+
+def known_backends() -> list[str]:
+    """Registered backends, and those whose package failed to import (their rows say why)."""
+    return sorted(set(discover_backends()) | set(REGISTRY.load_errors))
 
 
 def as_list(value: Any) -> list[Any]:
@@ -85,11 +86,13 @@ def plan(cfg: DictConfig) -> Plan:
             importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"plugin '{module}' cannot be imported: {exc}") from None
+    configure_emulation(bool(cfg.device.emulate))  # before any backend library is imported
     node = OmegaConf.to_container(cfg.scenario, resolve=True)
     scn = scenarios.get(str(node.get("name")))
     cases = scn.cases(axes_of(scn, node, str(cfg.preset)))
     dtypes = _choose("dtype", as_list(cfg.dtype), scn.dtypes)
-    backends = _choose("backend", as_list(cfg.backends), known_backends())
+    known = known_backends()
+    backends = _choose("backend", as_list(cfg.backends) if cfg.backends else known, known)
     variants = _choose("variant", as_list(cfg.variants) if cfg.variants else list(scn.variants), scn.variants)
     targets = _choose("device target", as_list(cfg.device.targets), DEVICES)
     _check_timing(cfg)
@@ -108,37 +111,14 @@ def _check_timing(cfg: DictConfig) -> None:
         raise ConfigError("device.emulate_max_elements must be at least 1")
 
 
-def _pow2(low: int, high: int) -> tuple[str, Any]:
-    return f"a power of two in {low}..{high}", lambda v: low <= v <= high and v & (v - 1) == 0
-
-
-def _threads(v: int) -> bool:
-    return 32 <= v <= 1024 and v % 32 == 0
-
-
-BACKEND_OPTIONS: dict[str, dict[str, tuple[str, Any]]] = {
-    "triton": {"block": _pow2(16, 65536), "num_warps": _pow2(1, 32)},
-    "cupy": {"block": ("a multiple of 32 in 32..1024", _threads), "max_items": ("an integer in 1..512",
-                                                                                 lambda v: 1 <= v <= 512)},
-    "numba": {"block": ("a multiple of 32 in 32..1024", _threads)},
-}  # fmt: skip
-"""backend_options.<backend>.<key> the kernels read: Triton's elementwise block (elements per program) and
-num_warps; CuPy's and Numba CUDA's threads per block; CuPy normalization's cap on row values per thread."""
-
-
 def _check_backend_options(cfg: DictConfig) -> None:
+    """Every backend named under backend_options must be registered, and its options valid by its schema."""
     options = OmegaConf.to_container(cfg.backend_options, resolve=True) or {}
-    for backend, given in options.items():
-        rules = BACKEND_OPTIONS.get(str(backend), {})
-        for key, value in (given or {}).items():
-            if key not in rules:
-                valid = ", ".join(rules) or "none"
-                raise ConfigError(f"unknown option backend_options.{backend}.{key}; valid: {valid}")
-            meaning, ok = rules[key]
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
-                raise ConfigError(f"backend_options.{backend}.{key}={value} must be {meaning}")
+    registered = discover_backends()
+    for name, given in options.items():
+        if name not in registered:
+            raise ConfigError(f"unknown backend '{name}' in backend_options; valid: {', '.join(sorted(registered))}")
+        registered[name].check_options(given)
 
 
 def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None:
@@ -146,9 +126,9 @@ def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     itemsize = max(np.dtype(d).itemsize for d in dtypes)
     for params in cases:
-        need = scn.size(params) * (4 * itemsize + 2 * 8)  # inputs, out, intermediates; float64 reference
-        if hasattr(scn, "footprint_bytes"):  # the smallest variant must fit, with its float64 reference
-            need = min(scn.footprint_bytes(params, d, v) for d in dtypes for v in scn.variants_for(params))
+        modeled = [scn.footprint_bytes(params, d, v) for d in dtypes for v in scn.variants_for(params)]
+        known = [m for m in modeled if m is not None]  # the smallest variant must fit, with its float64 reference
+        need = min(known) if known else scn.size(params) * (4 * itemsize + 2 * 8)  # inputs, out, intermediates
         if need > total:
             raise ConfigError(
                 f"case {params} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f} GiB"

@@ -246,7 +246,7 @@ def _prepare(inputs: dict[str, Any], out: np.ndarray, params: dict) -> tuple[Sim
     return _kernels(dtype), arrays, tiles
 
 
-@kernel(scenario="attention", backend="numba", variant="fused", target="cpu")
+@kernel(scenario="attention", backend="numba", variant="fused", device="cpu")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
     ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)
@@ -259,7 +259,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     return launch
 
 
-@kernel(scenario="attention", backend="numba", variant="unfused", target="cpu")
+@kernel(scenario="attention", backend="numba", variant="unfused", device="cpu")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """Scores, softmax and P·V as three kernels; Sᵀ and Pᵀ (L×L per head) stored in the case's dtype."""
     ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)

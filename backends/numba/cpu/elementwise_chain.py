@@ -56,7 +56,7 @@ def _dtype(inputs: dict[str, Any], out: np.ndarray) -> str:
     return dtype
 
 
-@kernel(scenario="elementwise_chain", backend="numba", variant="fused", target="cpu")
+@kernel(scenario="elementwise_chain", backend="numba", variant="fused", device="cpu")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: reads x once, applies every op in float32, writes out once."""
     dtype = _dtype(inputs, out)
@@ -69,7 +69,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     return launch
 
 
-@kernel(scenario="elementwise_chain", backend="numba", variant="unfused", target="cpu")
+@kernel(scenario="elementwise_chain", backend="numba", variant="unfused", device="cpu")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel per op; each intermediate is stored in the chain's dtype and read back by the next kernel."""
     dtype = _dtype(inputs, out)

@@ -169,20 +169,20 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict) -
     return launch
 
 
-@kernel(scenario="matmul", backend="numba", variant="unblocked", target="cpu")
+@kernel(scenario="matmul", backend="numba", variant="unblocked", device="cpu")
 def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The naive triple loop: A's row and B's strided column from memory for every output."""
     return _steps("unblocked", inputs, out, params)
 
 
-@kernel(scenario="matmul", backend="numba", variant="tiled", target="cpu")
-@kernel(scenario="matmul", backend="numba", variant="unfused", target="cpu")
+@kernel(scenario="matmul", backend="numba", variant="tiled", device="cpu")
+@kernel(scenario="matmul", backend="numba", variant="unfused", device="cpu")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
     return _steps("tiled", inputs, out, params)
 
 
-@kernel(scenario="matmul", backend="numba", variant="fused", target="cpu")
+@kernel(scenario="matmul", backend="numba", variant="fused", device="cpu")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel with the epilogue (if any) applied to the accumulator tile before its only store."""
     dtype = _dtype(inputs, out)

@@ -368,12 +368,12 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: np.ndarray, params: dict
 
 
 def _register(op: str) -> None:
-    @kernel(scenario=op, backend="numba", variant="fused", target="cpu")
+    @kernel(scenario=op, backend="numba", variant="fused", device="cpu")
     def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
         """One kernel: each row read once while it fits `tile`, statistics and output in float32."""
         return fused_entry(op, inputs, out, params)
 
-    @kernel(scenario=op, backend="numba", variant="unfused", target="cpu")
+    @kernel(scenario=op, backend="numba", variant="unfused", device="cpu")
     def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
         """The scenario's decomposition, one kernel per step, intermediates in device (host) memory."""
         return unfused_entry(op, inputs, out, params)

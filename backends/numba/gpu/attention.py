@@ -341,7 +341,7 @@ def _grid(params: dict) -> tuple[int, int]:
     return math.ceil(params["seq_len"] / params["block_m"]), params["batch"] * params["heads"]
 
 
-@kernel(scenario="attention", backend="numba", variant="fused", target="cuda")
+@kernel(scenario="attention", backend="numba", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
     _check(inputs, out)
@@ -350,7 +350,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     return _launcher([("flash", _grid(params), 2 * params["block_m"], args)], params, opts)
 
 
-@kernel(scenario="attention", backend="numba", variant="unfused", target="cuda")
+@kernel(scenario="attention", backend="numba", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """Scores, softmax and P·V as three kernels; S and P (L×L per head) stored in the case's dtype."""
     _check(inputs, out)

@@ -86,13 +86,13 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
     return launch
 
 
-@kernel(scenario="elementwise_chain", backend="numba", variant="fused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="numba", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: reads x once, applies every op in float32, writes out once."""
     return _launcher(tuple(params["ops"]), inputs["x"], out, int(opts.get("block", 256)), _stream(opts))
 
 
-@kernel(scenario="elementwise_chain", backend="numba", variant="unfused", target="cuda")
+@kernel(scenario="elementwise_chain", backend="numba", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel per op; each intermediate is stored in the chain's dtype and read back by the next kernel."""
     ops, block, stream = tuple(params["ops"]), int(opts.get("block", 256)), _stream(opts)

@@ -218,20 +218,20 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     return launch
 
 
-@kernel(scenario="matmul", backend="numba", variant="unblocked", target="cuda")
+@kernel(scenario="matmul", backend="numba", variant="unblocked", device="cuda")
 def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One thread per output, A's row and B's column from device memory; the epilogue (if any) separate."""
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
-@kernel(scenario="matmul", backend="numba", variant="tiled", target="cuda")
-@kernel(scenario="matmul", backend="numba", variant="unfused", target="cuda")
+@kernel(scenario="matmul", backend="numba", variant="tiled", device="cuda")
+@kernel(scenario="matmul", backend="numba", variant="unfused", device="cuda")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The shared-memory tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
-@kernel(scenario="matmul", backend="numba", variant="fused", target="cuda")
+@kernel(scenario="matmul", backend="numba", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel with the epilogue (if any) applied to the register tile before its only store."""
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)

@@ -355,11 +355,11 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
 
 
 def _register(op: str) -> None:
-    @kernel(scenario=op, backend="numba", variant="fused", target="cuda")
+    @kernel(scenario=op, backend="numba", variant="fused", device="cuda")
     def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
         return fused_entry(op, inputs, out, params, opts)
 
-    @kernel(scenario=op, backend="numba", variant="unfused", target="cuda")
+    @kernel(scenario=op, backend="numba", variant="unfused", device="cuda")
     def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
         return unfused_entry(op, inputs, out, params, opts)
 
