@@ -1,0 +1,39 @@
+"""Refactoring guard: the preset-S run of every family on the CPU gives the rows it gave before (seed 7).
+
+tests/golden/preset_s_cpu.csv holds, per (case, implementation), the status, the ledger's bytes and FLOPs, the
+launches, the maximum relative error and the tolerance of `python -m suite scenario=<family> preset=S
+timing=quick seed=7 device=cpu` as measured before the suite was reorganised into layers. Timings aside,
+nothing a user reads may change when the machinery is restructured; a change meant to alter these numbers
+regenerates the file and says why in its commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.run.runner import run
+from tests.conftest import make_config
+
+GOLDEN = pd.read_csv(Path(__file__).parent / "golden" / "preset_s_cpu.csv", dtype={"params": str})
+KEY = ["scenario", "params", "dtype", "backend", "device", "variant"]
+EXACT = ["status", "bytes_modeled", "bytes_read", "bytes_written", "flops_modeled", "launches"]
+CLOSE = ["max_rel_err", "tolerance"]
+
+
+@pytest.mark.parametrize("family", sorted(GOLDEN["scenario"].unique()))
+def test_preset_s_rows_unchanged(family, tmp_path):
+    cfg = make_config(f"scenario={family}", "preset=S", "timing=quick", "seed=7", "device=cpu", "isolate=false")
+    got = run(cfg, tmp_path, show_progress=False)
+    got["params"] = got["params"].astype(str)
+    want = GOLDEN[GOLDEN["scenario"] == family].set_index(KEY).sort_index()
+    got = got.set_index(KEY).sort_index()
+    assert list(got.index) == list(want.index)
+    for column in EXACT:
+        assert got[column].fillna(-1).tolist() == want[column].fillna(-1).tolist(), column
+    for column in CLOSE:
+        a, b = got[column].to_numpy(float), want[column].to_numpy(float)
+        assert np.allclose(a, b, rtol=1e-6, atol=0, equal_nan=True), (column, a, b)
