@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 import pandas as pd
@@ -149,6 +150,23 @@ def list_kernels() -> None:
                     mode = avail.mode if has else "unsupported"
                     table.add_row(name, backend, device, variant, mode, avail.reason if has else "no kernel")
     Console().print(table)
+    Console().print(options_table())
+
+
+def options_table() -> Any:
+    """Every registered backend's options: `backend_options.<backend>.<option>`, valid values, default, meaning."""
+    from rich.table import Table
+
+    from suite.core.backend import BACKENDS
+
+    table = Table(title="backend_options (python -m suite backend_options.<backend>.<option>=<value>)")
+    for col in ("backend", "option", "valid", "default", "meaning"):
+        table.add_column(col)
+    for name, backend in sorted(BACKENDS.items()):
+        for option in backend.options:
+            default = "per kernel" if option.default is None else str(option.default)
+            table.add_row(name, option.name, option.describe(), default, option.help)
+    return table
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,6 +43,7 @@ def test_listed(env):
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if NAME in line]
     assert any("elementwise_chain" in line and "native" in line for line in lines), result.stdout
+    assert any("chunk" in line and "1..1048576" in line and "4096" in line for line in lines), result.stdout
 
 
 def test_own_option_is_validated(env):
