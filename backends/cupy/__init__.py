@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Build, Option, register_backend, versions
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -90,6 +91,21 @@ class Cupy(Backend):
         Option("block", "threads per block", 256, low=32, high=1024, step=32),
         Option("max_items", "row values one normalization thread may hold (default 64)", None, low=1, high=512),
     )
+
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        """NVRTC needs no device and no process of its own: the build runs here, with ptxas's log kept."""
+        from backends.cupy.build import compile_recipe
+
+        return compile_recipe(recipe)
+
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
+        """What the driver reports for the loaded function (`RawKernel.attributes`)."""
+        a = live.attributes
+        return {"regs": int(a["num_regs"]), "local_bytes": int(a["local_size_bytes"]),
+                "smem_bytes": int(a["shared_size_bytes"]), "max_threads_per_block": int(a["max_threads_per_block"])}  # fmt: skip
+
+    def toolchain(self) -> dict[str, str]:
+        return versions("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
 
 
 TARGET = CupyTarget()

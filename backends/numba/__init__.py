@@ -5,6 +5,9 @@ it under a guard: numba-cuda is an optional dependency, and where it is missing 
 unavailable. `NUMBA_ENABLE_CUDASIM=1` (set by the suite on
 machines without a GPU, before any backend is imported) turns the CUDA target into the simulator: numerics
 only, never timed.
+
+For the resource report, kernel modules record each kernel (`backends.numba.record`); the report compiles it for
+sm_90 (`backends.numba.compile`) in a process where the simulator is off.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Build, Option, register_backend, versions
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -111,6 +115,20 @@ def _shared_stream() -> Any:
 class Numba(Backend):
     name = "numba"
     options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
+    compile_isolated = True
+
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        from backends.numba.compile import build
+
+        return build(recipe)
+
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
+        """The compiled kernel's regs_per_thread, local_mem_per_thread, shared_mem_per_block, max_threads_per_block."""
+        return {"regs": int(live.regs_per_thread), "local_bytes": int(live.local_mem_per_thread),
+                "smem_bytes": int(live.shared_mem_per_block), "max_threads_per_block": int(live.max_threads_per_block)}  # fmt: skip
+
+    def toolchain(self) -> dict[str, str]:
+        return versions("numba", "numba-cuda")
 
 
 BACKEND = register_backend(Numba(NumbaCPU(), NumbaCUDA()))

@@ -23,8 +23,8 @@ import triton
 import triton.language as tl
 
 from backends.triton import launch_context
+from backends.triton.record import record_triton
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 
 @triton.jit

@@ -24,8 +24,8 @@ import triton.language as tl
 
 from backends.triton import launch_context
 from backends.triton.ops import gelu
+from backends.triton.record import record_triton
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""

@@ -24,9 +24,9 @@ import triton
 import triton.language as tl
 
 from backends.triton import launch_context
+from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip

@@ -19,8 +19,8 @@ import numpy as np
 
 from backends.numba import simulating
 from backends.numba.ops import chain
+from backends.numba.record import record_numba
 from suite.core.registry import Launcher, kernel
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

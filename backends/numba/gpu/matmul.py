@@ -24,9 +24,9 @@ import numpy as np
 
 from backends.numba import simulating
 from backends.numba.ops import gelu
+from backends.numba.record import record_numba
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NotRunnable
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
