@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -104,18 +104,18 @@ class Cupy(Backend):
         return {"regs": int(a["num_regs"]), "local_bytes": int(a["local_size_bytes"]),
                 "smem_bytes": int(a["shared_size_bytes"]), "max_threads_per_block": int(a["max_threads_per_block"])}  # fmt: skip
 
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
+        if handle is None or TARGET.probe().mode != NATIVE:
+            return contextlib.nullcontext
+        with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
+            warnings.simplefilter("ignore", DeprecationWarning)
+            external = cupy.cuda.ExternalStream(int(handle))
+        return lambda: external
+
     def toolchain(self) -> dict[str, str]:
         return versions("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
 
 
 TARGET = CupyTarget()
 BACKEND = register_backend(Cupy(TARGET))
-
-
-def launch_stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))

@@ -3,7 +3,7 @@
 The interpreter is checked first: Triton reads TRITON_INTERPRET when a kernel is decorated, so with it set the
 kernels are interpreted even on a machine with a GPU, and timing them would time NumPy. Launches go to the
 stream given in opts["stream"] (a raw CUDA handle) by making it torch's current stream, which is the stream
-Triton launches on.
+Triton launches on (`launch_stream`).
 
 For the resource report, kernel modules record each kernel at warmup (`backends.triton.record`); the report
 compiles it for sm_90 (`backends.triton.compile`) in a process where the interpreter is off.
@@ -96,6 +96,13 @@ class Triton(Backend):
             "smem_bytes": int(live.metadata.shared),
         }
 
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """The external stream as torch's current stream; without a GPU there is no stream to honour."""
+        if handle is None or TARGET.probe().mode != NATIVE:
+            return contextlib.nullcontext
+        external = torch.cuda.ExternalStream(int(handle))
+        return lambda: torch.cuda.stream(external)
+
     def toolchain(self) -> dict[str, str]:
         found = versions("triton")
         found.update({var: os.environ[var] for var in _PTXAS_VARS if os.environ.get(var)})
@@ -107,14 +114,3 @@ _PTXAS_VARS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 
 TARGET = TritonTarget()
 BACKEND = register_backend(Triton(TARGET))
-
-
-def launch_context(stream: int | None) -> Callable[[], contextlib.AbstractContextManager]:
-    """A factory of the context a launch runs in: the external stream as torch's current stream, if any.
-
-    Without a GPU there is no stream to honour, so the handle is ignored.
-    """
-    if stream is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext
-    external = torch.cuda.ExternalStream(int(stream))
-    return lambda: torch.cuda.stream(external)

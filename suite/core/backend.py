@@ -160,7 +160,10 @@ class Backend:
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """A factory of the context every launch runs in so that it lands on the CUDA stream `handle`;
-        `None` (no GPU, or a CPU target) needs no context."""
+        `contextlib.nullcontext` where `handle` is None or the target is not native (no stream to honour).
+
+        The context's `as` value is the library's stream object where a launch takes it as an argument (Numba),
+        else None."""
         return contextlib.nullcontext
 
     def toolchain(self) -> dict[str, str]:
