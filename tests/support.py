@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EMULATION_SWITCHES = ("TRITON_INTERPRET", "NUMBA_ENABLE_CUDASIM")
@@ -38,6 +39,14 @@ def nvrtc_reason() -> str:
     except Exception as exc:
         return f"NVRTC cannot compile for sm_90: {exc}"
     return ""
+
+
+def nvrtc_resources(kernel: Any) -> Any:
+    """Registers, spills, stack and shared memory of a compiled-only CuPy kernel (`backends.cupy.build`), read
+    from its ptxas log as the resource report reads it."""
+    from suite.gpu.ptxas import parse_ptxas
+
+    return parse_ptxas(kernel.log)[kernel.name]
 
 
 def run_without_emulation(script: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:

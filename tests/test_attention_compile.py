@@ -108,7 +108,7 @@ def test_triton_kernels_compile_for_sm90_without_spills() -> None:
 NUMBA_SCRIPT = """
 import json, sys
 from backends.numba.gpu import attention
-from backends.numba.gpu.compile import compile_kernels
+from backends.numba.compile import compile_kernels
 
 variant, dtype, head_dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
 params = {"head_dim": head_dim, "causal": True, "block_m": 64, "block_n": 64}

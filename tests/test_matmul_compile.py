@@ -14,7 +14,7 @@ import json
 import pytest
 
 from scenarios.matmul import SWEEP
-from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
+from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 TILES = [[16, 16, 16], [32, 16, 16], [64, 64, 32], [128, 128, 32]]
 
@@ -57,7 +57,7 @@ for dt in ("fp32", "fp16"):
 NUMBA_SCRIPT = """
 import json, sys
 from backends.numba.gpu import matmul
-from backends.numba.gpu.compile import compile_kernels
+from backends.numba.compile import compile_kernels
 
 out = {}
 for tile in json.loads(sys.argv[1]):
@@ -106,7 +106,7 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
         if kind == "tiled" and refusal(list(tile)):
             continue  # refused at build time with the reason (tests/test_matmul.py)
         kernel = compile_sm90(*source(kind, dtype, tile, epilogue))
-        r = kernel.resources
+        r = nvrtc_resources(kernel)
         assert kernel.cubin and r.registers > 0, kernel.log
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kind} {tile} {epilogue}: {kernel.log}"
         if kind == "tiled":

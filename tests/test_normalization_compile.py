@@ -14,7 +14,7 @@ import pytest
 
 from scenarios.normalization import DECOMPOSITIONS
 from suite.gpu.ptxas import parse_ptxas
-from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
+from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 STEP_OPS = sorted({st.op for steps in DECOMPOSITIONS.values() for st in steps})
 
@@ -55,7 +55,7 @@ for op, code in tn.CODES.items():
 NUMBA_SCRIPT = """
 import json, sys
 from backends.numba.gpu import normalization
-from backends.numba.gpu.compile import compile_kernels
+from backends.numba.compile import compile_kernels
 
 dtype = sys.argv[1]
 out = {}
@@ -110,7 +110,7 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     sources += [step_source(op, dtype, 4096, 256) for op in STEP_OPS]
     for source in sources:
         kernel = compile_sm90(*source)
-        r = kernel.resources
+        r = nvrtc_resources(kernel)
         assert kernel.cubin and r.registers > 0, kernel.log
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
 

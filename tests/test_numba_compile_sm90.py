@@ -15,7 +15,7 @@ from tests.support import missing, run_without_emulation
 SCRIPT = """
 import json, sys
 from backends.numba.gpu import elementwise_chain
-from backends.numba.gpu.compile import compile_kernels
+from backends.numba.compile import compile_kernels
 from scenarios.elementwise_chain import ALL8
 
 variant, dtype = sys.argv[1], sys.argv[2]

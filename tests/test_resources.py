@@ -156,16 +156,43 @@ def test_cache_key_is_stable_and_ignores_block_size() -> None:
     assert other.cache_key() != a.cache_key()
 
 
+FAKE_LOG = """ptxas info    : Compiling entry function 'k2' for 'sm_90'
+ptxas info    : Function properties for k2
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 16 bytes cumulative stack size, 512 bytes smem
+"""
+
+
+def test_any_registered_backend_reports_through_its_build(monkeypatch) -> None:
+    """The analysis knows no library: a backend's Build (here a log it assembled itself) is all it reads."""
+    from suite.core.backend import BACKENDS, Backend, Build
+
+    class Fake(Backend):
+        name = "fake"
+
+        def compile(self, recipe):
+            return Build(recipe["kernel"], log=FAKE_LOG, assembler="fake -v", extra_smem=256)
+
+    monkeypatch.setitem(BACKENDS, "fake", Fake())
+    (k,) = resources.analyse([KernelSpec("fake", "shown", 128, (("kernel", "k2"),), dynamic_smem=1024)])
+    assert (k["regs"], k["spill_store_bytes"], k["spill_load_bytes"], k["local_bytes"]) == (32, 8, 4, 16)
+    assert k["smem_bytes"] == 512 + 256 + 1024 and k["source"] == "sm_90 (fake -v)" and k["backend"] == "fake"
+    assert k["occupancy"] == round(occupancy(128, 32, 512 + 256 + 1024, SM90).fraction, 4)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        KernelSpec("no such backend", "k", 128, ())
+
+
 def test_record_triton_derives_the_launch_signature() -> None:
     torch = pytest.importorskip("torch")
     from backends.triton.elementwise_chain import _chain_kernel
+    from backends.triton.record import record_triton
 
     x = torch.zeros(4096, dtype=torch.float32)
     y = torch.zeros(4097, dtype=torch.bfloat16)[1:]  # 2-byte offset: not 16-byte aligned
     with resources.recording() as specs:
-        resources.record_triton(_chain_kernel, (x, y, 2**33), {"CHAIN": (1, 2), "BLOCK": 256}, 2)
-        resources.record_triton(_chain_kernel, (x, x, 1), {"CHAIN": (1,), "BLOCK": 256}, 8)
-        resources.record_triton(lambda: None, (x,), {}, 4)  # not a Triton kernel: recorded as such, no raise
+        record_triton(_chain_kernel, (x, y, 2**33), {"CHAIN": (1, 2), "BLOCK": 256}, 2)
+        record_triton(_chain_kernel, (x, x, 1), {"CHAIN": (1,), "BLOCK": 256}, 8)
+        record_triton(lambda: None, (x,), {}, 4)  # not a Triton kernel: recorded as such, no raise
     big, one, bad = specs
     assert dict(big.get("signature"))["y_ptr"] == "*bf16" and dict(big.get("signature"))["n"] == "i64"
     assert big.get("divisible") == (0, 2) and big.threads == 64
@@ -173,7 +200,7 @@ def test_record_triton_derives_the_launch_signature() -> None:
     assert big.get("factory") == ("backends.triton.elementwise_chain", "_chain_kernel", None)
     assert dict(one.get("constexprs"))["n"] == 1 and one.threads == 256  # Triton specialises 1
     assert isinstance(bad, Unrecorded)
-    resources.record_triton(_chain_kernel, (x, x, 7), {"CHAIN": (1,), "BLOCK": 256}, 4)  # outside: a no-op
+    record_triton(_chain_kernel, (x, x, 7), {"CHAIN": (1,), "BLOCK": 256}, 4)  # outside: a no-op
 
 
 def test_for_row_takes_the_worst_kernel(monkeypatch) -> None:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from suite.core.targets import cuda_device_count
 from suite.gpu import resources
 from suite.gpu.occupancy import SM90, occupancy
 from suite.gpu.resources import KernelSpec
@@ -77,3 +78,19 @@ def test_static_numbers_stay_and_the_loaded_ones_ride_along(monkeypatch) -> None
 def test_a_failing_loaded_kernel_is_reported_not_raised(no_static) -> None:
     (k,) = resources.analyse([_spec("cupy", SimpleNamespace(attributes={}))])
     assert k["loaded_error"].startswith("KeyError") and "regs" not in k
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a GPU is here: a stream handle is honoured")
+def test_without_a_gpu_no_backend_has_a_stream_to_honour() -> None:
+    """Launches enter the backend's stream context; with no GPU (or no handle) it is a no-op for every backend."""
+    import contextlib
+
+    from backends.numba import stream_arg
+    from suite.core.backend import BACKENDS
+    from suite.core.registry import discover
+
+    discover()
+    for name in ("triton", "cupy", "numba", "torch", "numpy"):
+        assert BACKENDS[name].launch_stream(None) is contextlib.nullcontext, name
+        assert BACKENDS[name].launch_stream(12345) is contextlib.nullcontext, name  # not native here
+    assert stream_arg(None) == 0 and stream_arg(12345) == 0  # Numba's default stream

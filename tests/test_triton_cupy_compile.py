@@ -20,7 +20,7 @@ from scenarios.elementwise_chain import ALL8
 from suite.core.numerics import judge
 from suite.core.scenario import get
 from suite.gpu.ptxas import parse_ptxas
-from tests.support import json_lines, missing, nvrtc_reason, run_without_emulation
+from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 CHAINS = [[op] for op in ALL8] + [ALL8, ALL8 + ALL8]
 CHAIN_IDS = [*ALL8, "all8", "all8x2"]
@@ -77,7 +77,7 @@ def test_cupy_kernels_compile_for_sm90_without_spills(ops: list[str], dtype: str
     from backends.cupy.elementwise_chain import source
 
     kernel = compile_sm90(*source(tuple(ops), dtype))
-    r = kernel.resources
+    r = nvrtc_resources(kernel)
     assert kernel.cubin and r.registers > 0, kernel.log
     assert r.spill_bytes == 0 and r.stack_bytes == 0, kernel.log
 
@@ -141,11 +141,13 @@ def test_parse_ptxas_reads_entries_and_out_of_line_functions() -> None:
 
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
+@pytest.mark.usefixtures("fresh_resource_cache")
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_cupy_entries_build_and_refuse_to_run_without_gpu(variant: str) -> None:
     from backends.cupy import TARGET
     from suite.core.registry import REGISTRY, KernelKey, discover
     from suite.core.targets import COMPILE, NotRunnable
+    from suite.gpu import resources
 
     if TARGET.probe().mode != COMPILE:
         pytest.skip(f"cupy is in {TARGET.probe().mode} mode: {TARGET.probe().reason}")
@@ -154,6 +156,9 @@ def test_cupy_entries_build_and_refuse_to_run_without_gpu(variant: str) -> None:
     assert entry is not None
     x = TARGET.asarray(np.zeros(1000, dtype="float16"))
     out = TARGET.empty((1000,), "float16")
-    launch = entry({"x": x}, out, {"n": 1000, "ops": ALL8}, {"block": 128, "stream": None})
-    with pytest.raises(NotRunnable, match=r"compiled for sm_90 through NVRTC \(\d+ registers, 0 spill bytes\)"):
+    with resources.recording() as specs:
+        launch = entry({"x": x}, out, {"n": 1000, "ops": ALL8}, {"block": 128, "stream": None})
+    with pytest.raises(NotRunnable, match=r"compiled for sm_90 through NVRTC; no GPU to run it"):
         launch()
+    summary = resources.for_row(specs)  # what the row's columns say about the kernels that cannot run
+    assert summary["regs"] > 0 and summary["spill_bytes"] == 0 and "errors" not in summary, summary

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Build, Option, register_backend, versions
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -91,15 +92,30 @@ class Cupy(Backend):
         Option("max_items", "row values one normalization thread may hold (default 64)", None, low=1, high=512),
     )
 
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        """NVRTC needs no device and no process of its own: the build runs here, with ptxas's log kept."""
+        from backends.cupy.build import compile_recipe
+
+        return compile_recipe(recipe)
+
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
+        """What the driver reports for the loaded function (`RawKernel.attributes`)."""
+        a = live.attributes
+        return {"regs": int(a["num_regs"]), "local_bytes": int(a["local_size_bytes"]),
+                "smem_bytes": int(a["shared_size_bytes"]), "max_threads_per_block": int(a["max_threads_per_block"])}  # fmt: skip
+
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
+        if handle is None or TARGET.probe().mode != NATIVE:
+            return contextlib.nullcontext
+        with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
+            warnings.simplefilter("ignore", DeprecationWarning)
+            external = cupy.cuda.ExternalStream(int(handle))
+        return lambda: external
+
+    def toolchain(self) -> dict[str, str]:
+        return versions("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
+
 
 TARGET = CupyTarget()
 BACKEND = register_backend(Cupy(TARGET))
-
-
-def launch_stream(handle: int | None) -> contextlib.AbstractContextManager:
-    """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""
-    if handle is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext()
-    with warnings.catch_warnings():  # CuPy 14's replacement, Stream.from_external, takes no raw handle
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(int(handle))

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, launch_stream
+from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from suite.core.registry import kernel
 
@@ -317,10 +317,10 @@ def _compiled(params: dict, dtype: str, names: tuple[str, ...]) -> list[Any]:
 
 
 def _launcher(launches: list[tuple[Any, tuple, tuple, tuple]], opts: dict) -> Callable[[], None]:
-    context = launch_stream(opts.get("stream"))
+    context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with context:
+        with context():
             for k, grid, block, args in launches:
                 k(grid, block, args)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, launch_stream
+from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from suite.core.registry import kernel
 
@@ -87,10 +87,10 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
     block = int(opts.get("block", 256))
     grid, size = ((n + block - 1) // block,), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
-    context = launch_stream(opts.get("stream"))
+    context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with context:
+        with context():
             for k, args in launches:
                 k(grid, (block,), args)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, cupy, launch_stream
+from backends.cupy import BACKEND, TARGET, cupy
 from backends.cupy.build import ARCH, build
 from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.registry import kernel
@@ -188,10 +188,10 @@ def _launcher(
     if separate:
         args = (mid, bias, out, np.int64(m * n), np.int32(n))
         steps.append(_step(_compiled("bias_gelu", dtype, block), flat, (block,), args))
-    context = launch_stream(opts.get("stream"))
+    context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with context:
+        with context():
             for step in steps:
                 step()
 

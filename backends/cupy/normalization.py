@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import TARGET, launch_stream
+from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from backends.cupy.elementwise_chain import CONVERSIONS
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
@@ -253,10 +253,10 @@ def threads_for(block: int, opts: dict) -> int:
 
 
 def _launcher(launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], threads: int, opts: dict) -> Callable:
-    context = launch_stream(opts.get("stream"))
+    context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with context:
+        with context():
             for k, grid, args in launches:
                 k(grid, (threads,), args)
 

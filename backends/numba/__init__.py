@@ -5,18 +5,26 @@ it under a guard: numba-cuda is an optional dependency, and where it is missing 
 unavailable. `NUMBA_ENABLE_CUDASIM=1` (set by the suite on
 machines without a GPU, before any backend is imported) turns the CUDA target into the simulator: numerics
 only, never timed.
+
+A Numba launch takes its stream as an argument (`dispatcher[grid, block, stream]`), so `launch_stream`'s context
+gives the stream object and kernel modules take it once, when they build (`stream_arg`).
+
+For the resource report, kernel modules record each kernel (`backends.numba.record`); the report compiles it for
+sm_90 (`backends.numba.compile`) in a process where the simulator is off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Build, Option, register_backend, versions
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -100,17 +108,49 @@ class NumbaCUDA(Target):
 
 
 @functools.cache
-def _shared_stream() -> Any:
+def _external(handle: int) -> Any:
+    """`handle` as a Numba stream, made once: every kernel and copy of the process shares it."""
     from numba import cuda
 
+    return cuda.external_stream(handle)
+
+
+def _shared_stream() -> Any:
     from suite.gpu import driver as cuda_driver
 
-    return cuda.external_stream(cuda_driver.shared_stream())
+    return _external(cuda_driver.shared_stream())
 
 
 class Numba(Backend):
     name = "numba"
     options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
+    compile_isolated = True
+
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        from backends.numba.compile import build
+
+        return build(recipe)
+
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
+        """The compiled kernel's regs_per_thread, local_mem_per_thread, shared_mem_per_block, max_threads_per_block."""
+        return {"regs": int(live.regs_per_thread), "local_bytes": int(live.local_mem_per_thread),
+                "smem_bytes": int(live.shared_mem_per_block), "max_threads_per_block": int(live.max_threads_per_block)}  # fmt: skip
+
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """A context giving the shared stream as a Numba stream on a GPU; the simulator has no streams."""
+        if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
+            return contextlib.nullcontext
+        return functools.partial(contextlib.nullcontext, _external(handle))
+
+    def toolchain(self) -> dict[str, str]:
+        return versions("numba", "numba-cuda")
 
 
 BACKEND = register_backend(Numba(NumbaCPU(), NumbaCUDA()))
+
+
+def stream_arg(handle: int | None) -> Any:
+    """What a launch passes as its stream for the suite's stream `handle`: the shared stream, or 0 (the default
+    stream) where there is none to honour."""
+    with BACKEND.launch_stream(handle)() as stream:
+        return 0 if stream is None else stream

@@ -8,7 +8,7 @@ put that kernel on the same inputs, checked and timed the same way.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -61,18 +61,15 @@ class TorchCUDA(TorchCPU):
         return int(torch.cuda.mem_get_info()[0])
 
 
-@contextlib.contextmanager
-def on_stream(opts: dict[str, Any]) -> Iterator[None]:
-    """Run torch work on the suite's shared CUDA stream when one is given (GPU runs), else as is."""
-    if opts.get("stream") is None:
-        yield
-        return
-    with torch.cuda.stream(torch.cuda.ExternalStream(opts["stream"])):
-        yield
-
-
 class Torch(Backend):
     name = "torch"
+
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """The suite's shared stream as torch's current stream (GPU runs); on the CPU there is none."""
+        if handle is None or self.targets["cuda"].probe().mode != NATIVE:
+            return contextlib.nullcontext
+        external = torch.cuda.ExternalStream(int(handle))
+        return lambda: torch.cuda.stream(external)
 
 
 BACKEND = register_backend(Torch(TorchCPU(), TorchCUDA()))

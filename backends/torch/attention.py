@@ -14,16 +14,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import on_stream
+from backends.torch import BACKEND
 from suite.core.registry import kernel
 
 
 def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     causal = bool(params["causal"])
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with on_stream(opts), torch.no_grad():
+        with on_stream(), torch.no_grad():
             out.copy_(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
 
     return launch

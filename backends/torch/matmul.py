@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from backends.torch import on_stream
+from backends.torch import BACKEND
 from suite.core.registry import Launcher, kernel
 
 
@@ -20,9 +20,10 @@ def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     epilogue = params["epilogue"] == "bias_gelu"
     mid = torch.empty_like(out) if epilogue else out
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with on_stream(opts):
+        with on_stream():
             torch.matmul(a, b, out=mid)
             if epilogue:
                 mid.add_(bias)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import on_stream
+from backends.torch import BACKEND
 from scenarios.normalization import EPS
 from suite.core.registry import kernel
 
@@ -25,12 +25,13 @@ Launcher = Callable[[], None]
 def layernorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     shape = (x.shape[-1],)
-    with on_stream(opts):
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
+    with on_stream():
         _, mean, rstd = torch.ops.aten.native_layer_norm(x, shape, w, b, EPS)  # shapes and dtypes of the stats
     mean, rstd = torch.empty_like(mean), torch.empty_like(rstd)
 
     def launch() -> None:
-        with on_stream(opts):
+        with on_stream():
             torch.ops.aten.native_layer_norm.out(x, shape, w, b, EPS, out0=out, out1=mean, out2=rstd)
 
     return launch
@@ -39,9 +40,10 @@ def layernorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Lau
 def rmsnorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     x, w = inputs["x"], inputs["weight"]
     shape = (x.shape[-1],)
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with on_stream(opts):
+        with on_stream():
             out.copy_(F.rms_norm(x, shape, w, EPS))
 
     return launch
@@ -49,9 +51,10 @@ def rmsnorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
 
 def softmax(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     x = inputs["x"]
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
-        with on_stream(opts):
+        with on_stream():
             torch.ops.aten._softmax.out(x, -1, False, out=out)
 
     return launch

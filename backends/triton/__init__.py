@@ -3,20 +3,23 @@
 The interpreter is checked first: Triton reads TRITON_INTERPRET when a kernel is decorated, so with it set the
 kernels are interpreted even on a machine with a GPU, and timing them would time NumPy. Launches go to the
 stream given in opts["stream"] (a raw CUDA handle) by making it torch's current stream, which is the stream
-Triton launches on.
+Triton launches on (`launch_stream`).
+
+For the resource report, kernel modules record each kernel at warmup (`backends.triton.record`); the report
+compiles it for sm_90 (`backends.triton.compile`) in a process where the interpreter is off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Build, Option, register_backend, versions
 from suite.core.targets import (
     EMULATED,
     NATIVE,
@@ -75,18 +78,39 @@ class Triton(Backend):
         Option("num_warps", "warps per program; default: each kernel's choice for its tile", None, low=1, high=32,
                power_of_two=True),
     )  # fmt: skip
+    compile_isolated = True
 
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        from backends.triton.compile import build
+
+        return build(recipe)
+
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
+        """A CompiledKernel's n_regs and n_spills (local memory in 4-byte words), once its handles are loaded."""
+        init = getattr(live, "_init_handles", None)
+        if callable(init):
+            init()
+        return {
+            "regs": int(live.n_regs),
+            "local_bytes": int(live.n_spills) * 4,
+            "smem_bytes": int(live.metadata.shared),
+        }
+
+    def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
+        """The external stream as torch's current stream; without a GPU there is no stream to honour."""
+        if handle is None or TARGET.probe().mode != NATIVE:
+            return contextlib.nullcontext
+        external = torch.cuda.ExternalStream(int(handle))
+        return lambda: torch.cuda.stream(external)
+
+    def toolchain(self) -> dict[str, str]:
+        found = versions("triton")
+        found.update({var: os.environ[var] for var in _PTXAS_VARS if os.environ.get(var)})
+        return found
+
+
+_PTXAS_VARS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
+"""Where Triton is told to find its ptxas: another ptxas may allocate registers differently."""
 
 TARGET = TritonTarget()
 BACKEND = register_backend(Triton(TARGET))
-
-
-def launch_context(stream: int | None) -> Callable[[], contextlib.AbstractContextManager]:
-    """A factory of the context a launch runs in: the external stream as torch's current stream, if any.
-
-    Without a GPU there is no stream to honour, so the handle is ignored.
-    """
-    if stream is None or TARGET.probe().mode != NATIVE:
-        return contextlib.nullcontext
-    external = torch.cuda.ExternalStream(int(stream))
-    return lambda: torch.cuda.stream(external)

@@ -22,9 +22,9 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from backends.triton import launch_context
+from backends.triton import BACKEND
+from backends.triton.record import record_triton
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 
 @triton.jit
@@ -175,7 +175,7 @@ Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 def _launcher(steps: list[Step], opts: dict, dtype: str) -> Callable[[], None]:
     """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
     num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
-    context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
+    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for fn, grid, args, consts in steps:
         compiled = fn.warmup(*args, **consts, num_warps=num_warps, grid=grid)
         record_triton(fn, args, consts, num_warps, compiled=compiled)

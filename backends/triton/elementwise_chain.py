@@ -15,10 +15,10 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from backends.triton import launch_context
+from backends.triton import BACKEND
 from backends.triton.ops import apply_chain, codes
+from backends.triton.record import record_triton
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 
 @triton.jit
@@ -35,7 +35,7 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
     block = int(opts.get("block", 1024))
     num_warps = int(opts.get("num_warps", 4))
     grid = (triton.cdiv(n, block),)
-    context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
+    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for x, y, chain in steps:  # compiles without launching (a no-op in the interpreter)
         compiled = _chain_kernel.warmup(x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps, grid=grid)
         record_triton(_chain_kernel, (x, y, n), {"CHAIN": chain, "BLOCK": block}, num_warps, compiled=compiled)

@@ -22,10 +22,10 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from backends.triton import launch_context
+from backends.triton import BACKEND
 from backends.triton.ops import gelu
+from backends.triton.record import record_triton
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""
@@ -105,7 +105,7 @@ def _launcher(
         compiled = fn.warmup(*args, grid=grid, **meta)
         constexprs = {k: v for k, v in meta.items() if k != "num_warps"}
         record_triton(fn, args, constexprs, meta["num_warps"], compiled=compiled)
-    context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
+    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with context():

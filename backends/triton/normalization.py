@@ -23,10 +23,10 @@ import torch
 import triton
 import triton.language as tl
 
-from backends.triton import launch_context
+from backends.triton import BACKEND
+from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core.registry import kernel
-from suite.gpu.resources import record_triton
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip
@@ -231,7 +231,7 @@ def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: st
 def _launcher(launches: list[Launch], tile: int, opts: dict) -> Callable[[], None]:
     """Compile every launch now (a no-op in the interpreter) and return a closure that only launches."""
     warps = num_warps(tile, opts)
-    context: Callable[[], contextlib.AbstractContextManager] = launch_context(opts.get("stream"))
+    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for fn, grid, args, const in launches:
         compiled = fn.warmup(*args, TILE=tile, num_warps=warps, grid=grid, **const)
         record_triton(fn, args, {"TILE": tile, **const}, warps, compiled=compiled)

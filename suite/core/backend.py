@@ -7,10 +7,15 @@ subclasses `Backend`, registers one instance with `register_backend` on import, 
 - its targets: one `Target` per device it writes kernels for (how arrays reach it, how it runs here);
 - its options: a schema of `Option`s (name, type, range, default, one-line help), validated before any work;
 - its copy kernels, which the bandwidth ceiling of each device is measured with;
-- how it compiles a recorded kernel for a GPU architecture and what registers, spills and shared memory the
-  assembler reports (`compile`), and whether that must happen where no interpreter or simulator is switched on;
+- how it compiles a recorded kernel (`suite.core.kernelspec`) for `ARCH` (`compile`, giving a `Build`: PTX for
+  the suite to assemble, or the assembler's log of a build the backend ran itself), and whether that must
+  happen in a process where no interpreter or simulator is switched on (`compile_isolated`);
 - how it reads a loaded kernel's attributes on a GPU (`loaded_attributes`);
-- its launch stream: how a launch is made to run on the suite's shared CUDA stream.
+- its launch stream: how a launch is made to run on the suite's shared CUDA stream (`launch_stream`);
+- what decides its compiles (`toolchain`: package versions, environment), so cached results go stale with it.
+
+The backend hands over PTX or a log, never numbers: reading ptxas's report and the occupancy it implies is the
+suite's job, the same for every backend.
 
 Every method has a default that means "this backend has none", so a CPU-only backend implements nothing but
 its name and targets.
@@ -20,7 +25,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 
 from suite.core.errors import ConfigError
@@ -77,18 +83,37 @@ class Option:
         return not (self.power_of_two and value & (value - 1))
 
 
-@dataclass(frozen=True)
-class Resources:
-    """What the assembler reported for one kernel built for a GPU architecture."""
+ARCH = (9, 0)
+"""The GPU architecture every kernel's resources are reported for (H100/H200), with or without a GPU here."""
 
-    kernel: str
-    registers: int
-    spill_store_bytes: int
-    spill_load_bytes: int
-    stack_bytes: int
-    smem_bytes: int
-    assembler: str
-    extra: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class Build:
+    """One recorded kernel compiled for `ARCH`, as a backend hands it over for its resources to be read.
+
+    Either `ptx`, which the suite assembles with ptxas's `-v` (trying `prefer`, "ptxas" or "nvjitlink", first,
+    then the other), or `log`, the `-v` log of an assembly the backend ran itself, which `assembler` names.
+    `kernel` is the entry to read (None: the only one with registers). `extra_smem` is shared memory the
+    launch adds to what ptxas reports, fixed at compile time (Triton's own).
+    """
+
+    kernel: str | None
+    ptx: str | None = None
+    log: str | None = None
+    assembler: str = ""
+    extra_smem: int = 0
+    prefer: str = "ptxas"
+    ptxas: str | None = None
+    """The ptxas the backend's own toolchain ships (what its runtime would assemble with); None: any found."""
+    ptxas_options: tuple[str, ...] = ()
+    max_registers: int | None = None
+    module_shared: bool = False
+    """Count the shared arrays the PTX declares at module scope where ptxas reports none for the entry
+    (Numba puts `cuda.shared.array`s there, and nvJitLink's log leaves them out)."""
+
+    def __post_init__(self) -> None:
+        if (self.ptx is None) == (self.log is None):
+            raise ValueError("a Build carries either PTX or an assembler's log")
 
 
 class Backend:
@@ -123,20 +148,37 @@ class Backend:
         `stream` is the suite's shared CUDA stream on a GPU; every copy must run on it."""
         return {}
 
-    def compile(self, recipe: Mapping[str, Any]) -> Resources:
-        """Compile a recorded kernel (see `suite.core.kernelspec`) for the GPU architecture and report what the
-        assembler says. Raise where the backend has no compiler for it."""
+    def compile(self, recipe: Mapping[str, Any]) -> Build:
+        """Compile a recorded kernel for `ARCH` from its recipe (`KernelSpec.recipe` as a mapping, values frozen
+        as `suite.core.kernelspec.freeze` leaves them). Raise where the backend has no compiler for it."""
         raise NotImplementedError(f"backend {self.name} does not compile kernels for a GPU architecture")
 
-    def loaded_attributes(self, live: Any) -> dict[str, Any]:
+    def loaded_attributes(self, live: Any) -> dict[str, int]:
         """Registers (`regs`), local memory (`local_bytes`), shared memory (`smem_bytes`) and, where known,
-        `max_threads_per_block` of a kernel as loaded on this machine's GPU."""
+        `max_threads_per_block` of a kernel as loaded on this machine's GPU (`KernelSpec.live`)."""
         raise NotImplementedError(f"backend {self.name} cannot read a loaded kernel's attributes")
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """A factory of the context every launch runs in so that it lands on the CUDA stream `handle`;
-        `None` (no GPU, or a CPU target) needs no context."""
+        `contextlib.nullcontext` where `handle` is None or the target is not native (no stream to honour).
+
+        The context's `as` value is the library's stream object where a launch takes it as an argument (Numba),
+        else None."""
         return contextlib.nullcontext
+
+    def toolchain(self) -> dict[str, str]:
+        """What decides this backend's compiles besides a kernel's recipe and source: package versions and
+        environment settings, by name (`versions` finds the installed ones)."""
+        return {}
+
+
+def versions(*distributions: str) -> dict[str, str]:
+    """The installed versions of `distributions`, by name; those not installed are left out."""
+    found = {}
+    for name in distributions:
+        with contextlib.suppress(PackageNotFoundError):
+            found[name] = version(name)
+    return found
 
 
 BACKENDS: dict[str, Backend] = {}

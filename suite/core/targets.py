@@ -86,6 +86,11 @@ def cuda_device_count() -> int:
     return 0
 
 
+EMULATION_SWITCHES = ("TRITON_INTERPRET", "NUMBA_ENABLE_CUDASIM")
+"""The environment variables that turn the Triton interpreter and the Numba CUDA simulator on; a process that
+must compile for real (`suite.gpu.aot`) starts without them."""
+
+
 def configure_emulation(enable: bool) -> None:
     """Without a GPU, switch Triton to its interpreter and Numba CUDA to its simulator.
 
@@ -93,12 +98,12 @@ def configure_emulation(enable: bool) -> None:
     and Numba reads NUMBA_ENABLE_CUDASIM when `numba.cuda` is first imported.
     """
     if enable and cuda_device_count() == 0:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+        for switch in EMULATION_SWITCHES:
+            os.environ.setdefault(switch, "1")
 
 
 def emulating() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    return any(os.environ.get(switch) == "1" for switch in EMULATION_SWITCHES)
 
 
 class NotRunnable(Exception):

@@ -26,9 +26,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating
+from backends.numba import simulating, stream_arg
+from backends.numba.record import record_numba
 from suite.core.registry import Launcher, kernel
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -299,14 +299,6 @@ def _dispatcher(name: str, block_m: int, block_n: int, head_dim: int, causal: bo
     return cuda.jit(kernel_sources_for(block_m, block_n, head_dim, causal)[name])
 
 
-def _stream(opts: dict) -> Any:
-    """The suite's shared stream (a raw handle in opts["stream"]) on a GPU; the simulator has no streams."""
-    handle = opts.get("stream")
-    if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
-        return 0
-    return cuda.external_stream(handle)
-
-
 def _launcher(steps: list[tuple[str, tuple, int, tuple]], params: dict, opts: dict) -> Launcher:
     """Compile (on a GPU) and configure every step: (kernel name, grid, threads, args); launching is all left."""
     key = (int(params["block_m"]), int(params["block_n"]), int(params["head_dim"]), bool(params["causal"]))
@@ -316,7 +308,7 @@ def _launcher(steps: list[tuple[str, tuple, int, tuple]], params: dict, opts: di
             f"numba/cuda attention: tiles {key[0]}×{key[1]} need {c.shared_bytes} bytes of shared memory, over "
             f"the {SHARED_LIMIT} a Numba kernel may use; use smaller block_m or block_n"
         )
-    stream, prepared = _stream(opts), []
+    stream, prepared = stream_arg(opts.get("stream")), []
     for name, grid, threads, args in steps:
         dispatcher = _dispatcher(name, *key)
         compiled = None

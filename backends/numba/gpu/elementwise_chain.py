@@ -17,10 +17,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating
+from backends.numba import simulating, stream_arg
 from backends.numba.ops import chain
+from backends.numba.record import record_numba
 from suite.core.registry import Launcher, kernel
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -58,14 +58,6 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return {"+".join(c): (kernel_source(c), f"void({dtype}[::1], {dtype}[::1])") for c in chains}
 
 
-def _stream(opts: dict) -> Any:
-    """The suite's shared stream (a raw handle in opts["stream"]) on a GPU; the simulator has no streams."""
-    handle = opts.get("stream")
-    if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
-        return 0
-    return cuda.external_stream(handle)
-
-
 def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Callable[[], None]:
     """Compile (on a GPU) and configure the kernel of `ops` for these arrays: the launch is all that is left."""
     if str(out.dtype) not in DTYPES or x.dtype != out.dtype:
@@ -89,13 +81,14 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
 @kernel(scenario="elementwise_chain", backend="numba", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: reads x once, applies every op in float32, writes out once."""
-    return _launcher(tuple(params["ops"]), inputs["x"], out, int(opts.get("block", 256)), _stream(opts))
+    stream = stream_arg(opts.get("stream"))
+    return _launcher(tuple(params["ops"]), inputs["x"], out, int(opts.get("block", 256)), stream)
 
 
 @kernel(scenario="elementwise_chain", backend="numba", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel per op; each intermediate is stored in the chain's dtype and read back by the next kernel."""
-    ops, block, stream = tuple(params["ops"]), int(opts.get("block", 256)), _stream(opts)
+    ops, block, stream = tuple(params["ops"]), int(opts.get("block", 256)), stream_arg(opts.get("stream"))
     buffers = [inputs["x"], *(cuda.device_array(out.shape, dtype=out.dtype) for _ in ops[:-1]), out]
     pairs = zip(ops, itertools.pairwise(buffers), strict=True)
     steps = [_launcher((op,), src, dst, block, stream) for op, (src, dst) in pairs]

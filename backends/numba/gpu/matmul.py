@@ -22,11 +22,11 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating
+from backends.numba import simulating, stream_arg
 from backends.numba.ops import gelu
+from backends.numba.record import record_numba
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NotRunnable
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -163,14 +163,6 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return out
 
 
-def _stream(opts: dict) -> Any:
-    """The suite's shared stream (a raw handle in opts["stream"]) on a GPU; the simulator has no streams."""
-    handle = opts.get("stream")
-    if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
-        return 0
-    return cuda.external_stream(handle)
-
-
 def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any) -> Callable[[], None]:
     """Compile (on a GPU) the kernel `factory` = (module, attribute, args) names for these arrays now, and
     record it for the resource report; the returned closure only launches."""
@@ -196,7 +188,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = cuda.device_array(out.shape, dtype=out.dtype) if separate else out
-    block, stream = int(opts.get("block", 256)), _stream(opts)
+    block, stream = int(opts.get("block", 256)), stream_arg(opts.get("stream"))
     flat = (max(1, math.ceil(m * n / block)),)
     if matmul == "unblocked":
         steps = [_prepare((__name__, "UNBLOCKED", None), flat, (block,), stream, a, b, mid)]

@@ -21,10 +21,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating
+from backends.numba import simulating, stream_arg
+from backends.numba.record import record_numba
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core.registry import Launcher, kernel
-from suite.gpu.resources import record_numba
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -284,14 +284,6 @@ def _jit(source: Callable[..., None]) -> Any:
     return cuda.jit(source)
 
 
-def _stream(opts: dict) -> Any:
-    """The suite's shared stream (a raw handle in opts["stream"]) on a GPU; the simulator has no streams."""
-    handle = opts.get("stream")
-    if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
-        return 0
-    return cuda.external_stream(handle)
-
-
 def _dispatcher(variant: str, op: str, block: int, threads: int) -> Any:
     """The `cuda.jit` dispatcher of a fused kernel or an unfused step (importable: the resource report rebuilds it)."""
     return _jit((fused_source if variant == "fused" else step_source)(op, block, threads))
@@ -323,14 +315,15 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     block = block_of(cols, int(params["tile"]))
     threads = threads_for(block, opts)
     args = (*(inputs[n] for n in FUSED_INPUTS[op]), out)
-    return _prepared(("fused", op, block, threads), (rows,), threads, _stream(opts), args, f"{op} fused")
+    stream = stream_arg(opts.get("stream"))
+    return _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
 
 
 def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     _check(op, inputs, out)
     rows, cols = out.shape
     block = block_of(cols, int(params["tile"]))
-    threads, stream = threads_for(block, opts), _stream(opts)
+    threads, stream = threads_for(block, opts), stream_arg(opts.get("stream"))
     env = dict(inputs) | {"y": out}
     placeholder = cuda.device_array(1, dtype=np.float32)
     steps = []
