@@ -69,9 +69,9 @@ class NumbaCUDA(Target):
 
     def _stream(self) -> Any:
         """The suite's shared stream on a GPU (the one kernels launch on and the timer records on); 0 otherwise."""
-        if simulating():
+        if simulating() or self.stream is None:
             return 0
-        return _shared_stream()
+        return _external(self.stream)
 
     def asarray(self, a: np.ndarray) -> Any:
         from numba import cuda
@@ -113,12 +113,6 @@ def _external(handle: int) -> Any:
     from numba import cuda
 
     return cuda.external_stream(handle)
-
-
-def _shared_stream() -> Any:
-    from suite.gpu import driver as cuda_driver
-
-    return _external(cuda_driver.shared_stream())
 
 
 class Numba(Backend):

@@ -34,6 +34,9 @@ class Target:
 
     backend: ClassVar[str]
     device: ClassVar[str]
+    stream: int | None = None
+    """The suite's shared CUDA stream (a raw handle), set by the run on every CUDA target when a GPU is there:
+    a target that queues copies (not only launches) puts them on it. None without a GPU."""
 
     def probe(self) -> Availability:
         raise NotImplementedError

@@ -45,6 +45,9 @@ class Session:
             from suite.gpu import driver as cuda_driver
 
             self.device_names["cuda"] = cuda_driver.device_name()
+            for target in targets.TARGETS.values():
+                if target.device == "cuda":
+                    target.stream = cuda_driver.shared_stream()
         self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
         self.base = {"versions": provenance.versions(), "git_rev": provenance.git_rev()}
         self.cuda_clock = None
