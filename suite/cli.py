@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
 from suite.run.config import register_configs
 
@@ -25,6 +26,7 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 register_configs()
+scenarios.register_configs()  # each family's node, scenario/base_<name>: its YAML file starts from it
 
 
 def _one_line(exc: BaseException) -> str:
@@ -75,8 +77,6 @@ def precheck(args: list[str]) -> None:
 
 def _unknown_key(overrides: list[str]) -> str | None:
     """Hydra refuses a key the scenario's node lacks without naming the valid ones; this names them."""
-    from suite.core import scenario as scenarios
-
     names = [o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")] or ["elementwise_chain"]
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o and o.lstrip("+~").startswith("scenario.")]
     try:
@@ -132,7 +132,6 @@ def list_kernels() -> None:
     from rich.table import Table
 
     from suite.core import registry, targets
-    from suite.core import scenario as scenarios
 
     targets.configure_emulation(True)
     reg = registry.discover()

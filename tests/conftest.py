@@ -21,9 +21,11 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 def make_config(*overrides: str) -> DictConfig:
+    from suite.core import scenario
     from suite.run.config import register_configs
 
     register_configs()
+    scenario.register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         return compose(config_name="config", overrides=list(overrides))
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scenarios import attention
 from scenarios.attention import Attention, key_rows_streamed, storage_precision
+from scenarios.attention import scenario as attention
 from suite.core import numerics, registry, targets
 from suite.core.errors import ConfigError
 from suite.core.registry import KernelKey
@@ -214,8 +214,8 @@ def _row(seq_len: int, backend: str, device: str, variant: str, time_ms: float |
 
 
 def test_charts_and_section_read_the_table(tmp_path: Path) -> None:
-    from suite.report.charts import attention as charts
-    from suite.report.frames import tidy
+    from scenarios.attention import charts, report
+    from suite.core.tidy import tidy
 
     too_big = footprint.guard(SCN, {**BASE, "heads": 4, "seq_len": 512}, "float32", "unfused", FakeTarget(10**6))
     rows = [
@@ -225,7 +225,7 @@ def test_charts_and_section_read_the_table(tmp_path: Path) -> None:
         *(_row(n, "torch", "cpu", "library", t) for n, t in [(128, 1.0), (256, 2.5), (512, 10.0)]),
     ]  # fmt: skip
     frame = tidy(pd.DataFrame(rows))
-    section = charts.fitting_section(frame)
+    section = report.fitting_section(frame)
     assert "seq_len ≥ 256" in section  # unfused slower than fused from 256 on
     assert "seq_len = 512 (unfused needs" in section  # and skipped by the footprint guard at 512
     assert "2.00× at seq_len 512" in section  # fused 20 ms against the library's 10 ms

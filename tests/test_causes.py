@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suite.core.tidy import crossover
 from suite.report.causes import causes, needs_cause
-from suite.report.frames import crossover
 
 BASE = {"variant": "fused", "baseline": "unfused", "device": "cuda", "verdict": "loses", "time_ms": 2.0,
         "time_ms_base": 1.5, "launches_base": 3, "spill_bytes": 0, "occupancy": 1.0, "occupancy_base": 1.0,

@@ -23,6 +23,7 @@ BAD = [
     (["device=tpu"], "cpu"),
     (["preset=XXL"], "valid: S, M, L"),
     (["scenario.rows=10"], "valid: n, ops"),
+    (["scenario=attention", "scenario.cols=5"], "unknown key scenario.cols for attention; valid: batch, heads"),
     (["timing.min_reps=0"], "min_reps"),
     (["timing.budget_s=fast"], "budget_s"),
     (["scenario.ops=[" + ",".join(["scale"] * 17) + "]"], "1..16"),
@@ -41,6 +42,20 @@ def test_precheck_names_problem_and_choices(overrides, expected):
     message = str(info.value)
     assert "\n" not in message
     assert expected in message
+
+
+def test_every_family_node_is_a_structured_config_of_its_axes():
+    """conf/scenario/<name>.yaml start from the family's dataclass: its fields are `name` and the axes."""
+    from dataclasses import fields
+
+    from suite.core.scenario import discover
+
+    for name, scn in discover().items():
+        if not type(scn).__module__.startswith("scenarios."):
+            continue  # a test's family
+        assert scn.config is not None, name
+        assert [f.name for f in fields(scn.config)] == ["name", *scn.axes]
+        assert scn.config().name == name
 
 
 def test_good_overrides_pass_precheck():

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 from scenarios.matmul import Matmul
+from scenarios.matmul.charts import rows_of
+from scenarios.matmul.report import matmul_section
 from suite.core.ledger import STORE_MODEL
 from suite.core.row import Row, params_json
-from suite.report.charts.matmul import matmul_section, rows_of
-from suite.report.frames import tidy
+from suite.core.tidy import tidy
 from suite.report.plots import make_charts
 from suite.report.report import write_report
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from scenarios.normalization import LayerNorm
+from scenarios.normalization.charts import effective_bandwidth_chart, with_ledger
+from scenarios.normalization.report import fusion_section
 from suite.core.ledger import STORE_MODEL
 from suite.core.row import Row, params_json
-from suite.report.charts.normalization import effective_bandwidth_chart, fusion_section, with_ledger
-from suite.report.frames import fmt_size
+from suite.core.tidy import fmt_size
 from suite.report.plots import make_charts
 from suite.report.report import write_report
 

@@ -1,7 +1,7 @@
 """Crossover marks on the size charts and chain families on the chain chart, read off the Matplotlib artists.
 
 Rows come from `tests.test_plots_report._row` (a plausible timed row); the fused row's times are then divided
-by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.report.frames) and crossover are known.
+by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.core.tidy) and crossover are known.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from scenarios.elementwise_chain import ALL8, CHEAP4
-from suite.report.frames import short_label, speedups, tidy, timed
-from suite.report.plots import _family, chain_chart, make_charts, speedup_chart, time_chart
+from scenarios.elementwise_chain import ALL8, CHEAP4, short_label
+from scenarios.elementwise_chain.charts import chain_chart, family
+from suite.core.tidy import speedups, tidy, timed
+from suite.report.plots import make_charts, speedup_chart, time_chart
 from tests.test_plots_report import _row
 
 SIZES = [2**16, 2**18, 2**20, 2**22]
@@ -129,9 +130,9 @@ def test_chain_chart_draws_one_line_per_family() -> None:
 
 
 def test_family_reads_the_ops() -> None:
-    assert _family('{"n": 8, "ops": ["scale", "shift", "relu", "square"]}') == "cheap ops only"
-    assert _family('{"n": 8, "ops": ["scale", "gelu"]}') == "with tanh/exp"
-    assert _family("") == "cheap ops only"
+    assert family('{"n": 8, "ops": ["scale", "shift", "relu", "square"]}') == "cheap ops only"
+    assert family('{"n": 8, "ops": ["scale", "gelu"]}') == "with tanh/exp"
+    assert family("") == "cheap ops only"
 
 
 def test_make_charts_still_returns_the_paths(tmp_path: Path) -> None:

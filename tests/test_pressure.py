@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
+from suite.core.tidy import tidy
 from suite.report import pressure
-from suite.report.frames import tidy
 
 PARAMS = json.dumps({"cols": 16384, "rows": 4096, "tile": 16384})
 

@@ -1,7 +1,13 @@
-"""What a scenario module provides to the suite, and the table of scenarios found by scanning `scenarios/`.
+"""What a scenario family provides to the suite, and the table of scenarios its packages register.
 
 A scenario says *what* is computed: its inputs, the float64 reference, size presets, the canonical unfused
 decomposition and its traffic ledger, and the tolerance its outputs are held to. Backends say *how*.
+
+It also says how its cases read in a report: the label of a line, the order of the lines, its own charts and
+report sections. Every such hook is declared here with a default, so the machinery (the runner, the generic
+charts, the report) asks any scenario the same questions and knows no family by name; a family overrides what
+it has. Families are the packages under `scenarios/` and those of the `fusebench.scenarios` entry-point group,
+imported once per process by `discover`.
 """
 
 from __future__ import annotations
@@ -9,12 +15,18 @@ from __future__ import annotations
 import importlib
 import itertools
 import pkgutil
-from typing import Any, ClassVar
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Params = dict[str, Any]
 
@@ -38,6 +50,15 @@ class Scenario:
     lists a sweep. For every other axis a list is a sweep."""
     checks: ClassVar[list[Params]] = []
     """Small, awkward cases every kernel is tested on (tests/test_kernels.py), emulated kernels included."""
+    config: ClassVar[type | None] = None
+    """The structured config of the scenario's Hydra node (a dataclass: `name` and one field per axis), stored as
+    `scenario/base_<name>` by `register_configs`; its YAML file starts from it, so Hydra refuses a mistyped axis.
+    None: the node is whatever the YAML says (the plan still refuses an axis the scenario lacks)."""
+    size_unit: ClassVar[str] = ""
+    """What one step of the size axis counts ('elements'), for the charts' x label; empty: no unit is shown."""
+    captions: ClassVar[dict[str, str]] = {}
+    """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
+    not named here is captioned with its kind in words."""
 
     def cases(self, axes: dict[str, list[Any]]) -> list[Params]:
         """The cartesian product of the axes' value lists, each case checked."""
@@ -88,8 +109,38 @@ class Scenario:
         model (the guard then lets the case run, and planning uses a generic estimate)."""
         return None
 
+    # How its rows read in charts and the report. The machinery calls these on tidy rows of results.csv
+    # (suite.core.tidy); rows of a scenario not installed here get these defaults.
+
+    def series(self, params: Params, size_axis: str) -> str:
+        """The case without its size: what stays fixed along one line of a chart and names it in tables
+        ('cols=4096, rows=512, tile=4096'). `size_axis` is the axis left out ('' keeps every axis)."""
+        parts = [f"{key}={value}" for key, value in sorted(params.items()) if key != size_axis]
+        return ", ".join(parts) or "all"
+
+    def title(self, params: Params, size_axis: str) -> str:
+        """A chart facet's title for the case: its series label unless the family shortens it."""
+        return self.series(params, size_axis)
+
+    def order(self, params: Params) -> float:
+        """Where the case's line sorts before its label is compared (labels read digit runs as numbers)."""
+        return 0
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        """Write the family's own charts of its tidy rows (every status) into `outdir`; return their paths.
+
+        Called after the generic ones (time, speedup, bandwidth), inside their seaborn style; none by default."""
+        return []
+
+    def report_sections(self, rows: pd.DataFrame) -> list[str]:
+        """Markdown sections of the family's own, placed after the charts in its part of the report."""
+        return []
+
 
 SCENARIOS: dict[str, Scenario] = {}
+LOAD_ERRORS: dict[str, str] = {}
+"""Families that failed to import (a package under `scenarios/` or an entry point), with the reason."""
+_discovered = False
 
 
 def register(cls: type[Scenario]) -> type[Scenario]:
@@ -98,14 +149,54 @@ def register(cls: type[Scenario]) -> type[Scenario]:
 
 
 def discover(package: str = "scenarios") -> dict[str, Scenario]:
+    """Import every scenario family once per process: the packages under `package`, then the entry points of
+    the `fusebench.scenarios` group. A family that fails to import is recorded in LOAD_ERRORS, not raised: one
+    broken family must not take the others down. An entry point naming a Scenario subclass is registered."""
+    global _discovered
+    if _discovered:
+        return SCENARIOS
+    _discovered = True
     root = importlib.import_module(package)
     for info in pkgutil.iter_modules(root.__path__, prefix=f"{package}."):
-        importlib.import_module(info.name)
+        _load(info.name.removeprefix(f"{package}."), lambda name=info.name: importlib.import_module(name))
+    for ep in entry_points(group="fusebench.scenarios"):
+        _load(ep.name, ep.load)
     return SCENARIOS
+
+
+def _load(name: str, load: Callable[[], Any]) -> None:
+    try:
+        found = load()
+    except Exception as exc:  # a family's bug or missing dependency is reported where it is used
+        LOAD_ERRORS[name] = f"{type(exc).__name__}: {exc}"
+        return
+    registered = {type(scn) for scn in SCENARIOS.values()}
+    if isinstance(found, type) and issubclass(found, Scenario) and found not in registered:
+        register(found)
 
 
 def get(name: str) -> Scenario:
     scenarios = discover()
     if name not in scenarios:
-        raise ConfigError(f"unknown scenario '{name}'; valid: {', '.join(sorted(scenarios))}")
+        failed = "".join(f"; {family} failed to load ({why})" for family, why in sorted(LOAD_ERRORS.items()))
+        raise ConfigError(f"unknown scenario '{name}'; valid: {', '.join(sorted(scenarios))}{failed}")
     return scenarios[name]
+
+
+UNKNOWN = Scenario()
+"""Stands for a scenario not installed here (a results table from elsewhere): every hook at its default."""
+
+
+def lookup(name: str) -> Scenario:
+    """The scenario whose rows are named `name`, or UNKNOWN: the report reads any table."""
+    return discover().get(name, UNKNOWN)
+
+
+def register_configs() -> None:
+    """Store each scenario's structured config in Hydra's ConfigStore as `scenario/base_<name>`."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, scn in discover().items():
+        if scn.config is not None:
+            store.store(group="scenario", name=f"base_{name}", node=scn.config)

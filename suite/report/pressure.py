@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from suite.report.frames import json_dict, series_label
-from suite.report.markdown import details, table
+from suite.core.markdown import details, table
+from suite.core.scenario import lookup
+from suite.core.tidy import json_dict
 
 HEAD = ["case", "dtype", "backend", "variant", "kernel", "launches", "threads", "regs", "spill B/thread",
         "smem B", "occupancy", "limited by"]  # fmt: skip
@@ -64,7 +65,7 @@ def _kernels(rows: pd.DataFrame) -> pd.DataFrame:
             if "error" in k:
                 continue
             out.append({
-                "case": series_label(json_dict(row.params), ""), "dtype": row.dtype, "impl": row.impl,
+                "case": lookup(row.scenario).series(json_dict(row.params), ""), "dtype": row.dtype, "impl": row.impl,
                 "variant": row.variant, "params": row.params, "status": row.status, "kernel": k.get("name", "?"),
                 "launches": k.get("launches"), "threads": k.get("threads"), "regs": k.get("regs"),
                 "spill": (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0),

@@ -1,7 +1,9 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
 
-Everything is derived from the results table. Tables are plain GitHub markdown written here (no tabulate);
-long ones fold into <details>. The verdict in words comes from `suite.report.verdict`.
+Everything is derived from the results table. Tables are plain GitHub markdown (suite.core.markdown, no
+tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`. Each
+scenario's part has the same sections whatever the family; a family adds its own through `Scenario.captions`
+and `Scenario.report_sections`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
-from suite.report import extras, pressure
-from suite.report.frames import BASELINE, CHART_KINDS, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
-from suite.report.markdown import details, table
+from suite.core.markdown import details, table
+from suite.core.scenario import lookup
+from suite.core.tidy import BASELINE, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
+from suite.report import pressure
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -27,8 +30,8 @@ CAPTIONS = {
     "time_vs_size": "Median time against size (band: interquartile range)",
     "speedup": "Measured speedup (solid) against the ledger's prediction (dashed)",
     "bandwidth": "Achieved bandwidth under the copy ceiling measured in the same run",
-    "speedup_vs_chain": "Speedup against chain length at the largest size",
 }
+"""The generic charts (suite.report.plots), in the order the report shows them, before the family's own."""
 ORDER = ["scenario", "series_rank", "size", "dtype_rank", "impl", "variant"]
 
 
@@ -92,25 +95,29 @@ def _devices(data: pd.DataFrame) -> str:
 def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
     name = rows["scenario"].iloc[0]
     axis = rows["size_axis"].iloc[0]
+    scn = lookup(name)
     parts = [f"## {name}", "### Verdict", verdicts(pairs)]
     parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis)]
     parts += ["### Crossover", _crossover_table(pairs)]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
-    parts += ["### Charts"]
-    named = {p.name: p for p in charts}
-    for kind in CHART_KINDS:
-        if chart_name(kind, name) in named:
-            link = Path(os.path.relpath(named[chart_name(kind, name)], outdir)).as_posix()
-            parts.append(f"![{CAPTIONS[kind]}]({link})")
-    generic = {chart_name(kind, name) for kind in CHART_KINDS}
-    for path in charts:
-        if path.name.endswith(f"_{name}.png") and path.name not in generic:
-            caption = path.stem.removesuffix(f"_{name}").replace("_", " ")
-            parts.append(f"![{caption}]({Path(os.path.relpath(path, outdir)).as_posix()})")
-    parts += [section(rows) for section in extras.sections(name)]
+    parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
+    parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", _summary_table(rows, axis))]
     parts += ["### Traffic ledger", _ledger_table(rows, axis)]
     return "\n\n".join(parts)
+
+
+def _chart_links(name: str, captions: dict[str, str], charts: list[Path], outdir: Path) -> list[str]:
+    """Links to the scenario's charts: the generic ones in CAPTIONS order, then the family's as they were made."""
+    named = {p.name: p for p in charts}
+    generic = [named[chart_name(kind, name)] for kind in CAPTIONS if chart_name(kind, name) in named]
+    own = [p for p in charts if p.name.endswith(f"_{name}.png") and p not in generic]
+    out = []
+    for path in [*generic, *own]:
+        kind = path.stem.removesuffix(f"_{name}")
+        caption = CAPTIONS.get(kind) or captions.get(kind) or kind.replace("_", " ")
+        out.append(f"![{caption}]({Path(os.path.relpath(path, outdir)).as_posix()})")
+    return out
 
 
 def _crossover_table(pairs: pd.DataFrame) -> str:

@@ -1,9 +1,9 @@
-"""Attention's own charts and report section: TFLOP/s and ledger traffic against seq_len, and where unfused
-stops fitting in memory or stops competing with the fused kernel and the library's.
+"""Attention's own charts: TFLOP/s and ledger traffic (with each variant's footprint) against seq_len.
 
-Registered with `suite.report.extras`; every function reads the tidy rows of the attention scenario and never runs a
-kernel. TFLOP/s is the ledger's FLOPs (the two matmuls) over the median time, so fused, unfused and library
-are measured against the same work. Footprints come from the scenario's model (`footprint_bytes`).
+The generic charts show time and bandwidth; attention is judged by throughput, and its unfused variant's cost is
+the L×L S and P it writes, reads and holds. TFLOP/s is the ledger's FLOPs (the two matmuls) over the median
+time, so fused, unfused and library are measured against the same work; footprints come from the scenario's
+model (`Attention.footprint_bytes`). Used by `Attention.charts`; reads tidy rows, never runs a kernel.
 """
 
 from __future__ import annotations
@@ -13,21 +13,16 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from suite.report.extras import charts_for, section_for
-from suite.report.frames import fmt_size, json_dict, timed
-from suite.report.markdown import table
-from suite.report.plots import DPI, STYLE
+from scenarios.attention.scenario import Attention
+from suite.core.chartkit import STYLE, log2_counts, save
+from suite.core.scenario import Scenario
+from suite.core.tidy import json_dict, timed
 
 SCENARIO = "attention"
 VARIANTS = ("fused", "unfused", "library")
@@ -45,19 +40,11 @@ def _case_labels(data: pd.DataFrame) -> pd.Series:
     return parsed.map(lambda p: ", ".join(f"{k}={p.get(k)}" for k in shown) or "all")
 
 
-def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
+def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     data = frame[frame["scenario"] == SCENARIO].copy()
     data["case"] = _case_labels(data) if len(data) else []
     data["seq_len"] = data["params"].map(lambda t: json_dict(t).get("seq_len", math.nan)).astype(float)
     return data
-
-
-def _log2_x(ax: plt.Axes, values: pd.Series) -> None:
-    ax.set_xscale("log", base=2)
-    span = math.log2(max(values.max(), 2)) - math.log2(max(values.min(), 1))
-    ax.xaxis.set_major_locator(LogLocator(base=4 if span >= 8 else 2))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str, ylabel: str, legend: dict,
@@ -73,7 +60,7 @@ def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str
         grid.map_dataframe(lambda data, **_: draw(data))
         grid.set_titles(col_template="{col_name}", row_template="{row_name}")
         for ax in grid.axes.flat:
-            _log2_x(ax, data["seq_len"])
+            log2_counts(ax, data["seq_len"])
             ax.set_yscale("log")
         grid.set_axis_labels("seq_len (keys = queries per head)", ylabel)
         grid.add_legend(legend_data=legend, title="")
@@ -87,16 +74,9 @@ def _variant_handles(variants: list[str], color: str = "0.2") -> dict[str, Line2
             for v in variants}  # fmt: skip
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-@charts_for(SCENARIO)
 def tflops_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """TFLOP/s (ledger FLOPs / median time) against seq_len, per backend/device and variant."""
-    rows = timed(_prepare(frame))
+    rows = timed(prepare(frame))
     if rows.empty:
         return []
     rows = rows.assign(tflops=rows["flops_modeled"] / (rows["time_ms"] * 1e9))
@@ -114,28 +94,25 @@ def tflops_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
               **_variant_handles(sorted(rows["variant"].unique()))}  # fmt: skip
     title = "attention: throughput, 4·B·H·L²·d FLOPs (half under the mask) / median time"
     fig = _facets(rows, draw, title, "TFLOP/s (log scale)", legend, row="dtype")
-    return [_save(fig, Path(outdir) / f"tflops_{SCENARIO}.png")]
+    return [save(fig, Path(outdir) / f"tflops_{SCENARIO}.png")]
 
 
-def _footprint(scn: object, params: dict, dtype: str, variant: str) -> float:
+def _footprint(scn: Scenario, params: dict, dtype: str, variant: str) -> float:
     try:
-        return float(scn.footprint_bytes(params, dtype, variant))  # type: ignore[attr-defined]
+        return float(scn.footprint_bytes(params, dtype, variant))
     except (KeyError, TypeError, ValueError):  # a table written by another version of the scenario
         return math.nan
 
 
-@charts_for(SCENARIO)
 def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """Ledger bytes moved per run (solid) and bytes held (footprint, thin) against seq_len, per variant."""
-    from suite.core.scenario import get
-
-    data = _prepare(frame).dropna(subset=["bytes_modeled", "seq_len"])
+    data = prepare(frame).dropna(subset=["bytes_modeled", "seq_len"])
     data = data[data["store_model"] != ""]
     if data.empty:
         return []
     dtype = max(data["dtype"].unique(), key=lambda d: np.dtype(d).itemsize)  # bytes scale with the itemsize
     data = data[data["dtype"] == dtype]
-    scn = get(SCENARIO)
+    scn = Attention()
     held = [_footprint(scn, json_dict(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
     data = data.assign(moved_gb=data["bytes_modeled"] / 1e9, held_gb=[h / 1e9 for h in held],
                        model=data["device"] + " (" + data["store_model"] + ")")  # fmt: skip
@@ -160,68 +137,4 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     legend |= {f"{v}: footprint": Line2D([], [], color=c, ls=(0, (1, 2))) for v, c in colors.items() if v != "library"}
     title = f"attention: ledger traffic per run and memory footprint per variant [{dtype}]"
     fig = _facets(data, draw, title, "GB (log scale)", legend, row="model")
-    return [_save(fig, Path(outdir) / f"traffic_{SCENARIO}.png")]
-
-
-def _slower_from(line: pd.DataFrame) -> str:
-    """The smallest seq_len from which unfused is slower than fused at every larger size."""
-    line = line.sort_values("seq_len")
-    slower = (line["unfused"] > line["fused"]).tolist()
-    if not slower[-1]:
-        return f"never (up to {fmt_size(line['seq_len'].iloc[-1])})"
-    first = len(slower)
-    while first > 0 and slower[first - 1]:
-        first -= 1
-    return f"seq_len ≥ {fmt_size(line['seq_len'].iloc[first])}"
-
-
-def _stops_fitting(rows: pd.DataFrame) -> str:
-    """The smallest seq_len whose unfused row the footprint guard skipped, with its reason."""
-    skipped = rows[(rows["variant"] == "unfused") & rows["reason"].str.startswith(FOOTPRINT_SKIP)]
-    if not skipped.empty:
-        first = skipped.sort_values("seq_len").iloc[0]
-        return f"seq_len = {fmt_size(first['seq_len'])} ({first['reason']})"
-    ran = rows.loc[(rows["variant"] == "unfused") & (rows["status"] == "ok"), "seq_len"]
-    return f"fits up to {fmt_size(ran.max())}" if len(ran) else "–"
-
-
-def _against_library(line: pd.DataFrame, library: pd.Series) -> str:
-    """Fused time over the library's (same device, case, dtype) at the largest seq_len both ran."""
-    both = line.dropna(subset=["fused"]).join(library.rename("library"), on="seq_len").dropna(subset=["library"])
-    if both.empty:
-        return "–"
-    last = both.iloc[-1]
-    return f"{last['fused'] / last['library']:.2f}× at seq_len {fmt_size(last['seq_len'])}"
-
-
-@section_for(SCENARIO)
-def fitting_section(frame: pd.DataFrame) -> str:
-    """Per case, dtype and hand-written backend: where unfused stops competing and stops fitting, and how the
-    fused kernel compares with the library's on the same device."""
-    data = _prepare(frame)
-    if data.empty:
-        return ""
-    keys = ["case", "dtype", "device"]
-    med = timed(data).groupby([*keys, "impl", "variant", "seq_len"], as_index=False)["time_ms"].median()
-    body = []
-    for (case, dtype, device, impl), rows in data.groupby([*keys, "impl"]):
-        mine = med[(med["case"] == case) & (med["dtype"] == dtype) & (med["device"] == device)]
-        times = mine[mine["impl"] == impl].pivot_table(index="seq_len", columns="variant", values="time_ms")
-        skipped = rows["reason"].str.startswith(FOOTPRINT_SKIP).any()
-        if not {"fused", "unfused"} & set(rows["variant"]) or (times.empty and not skipped):
-            continue  # the library's own rows, or emulated and compile-only ones: numerics, no times
-        times = times.reset_index()
-        paired = times.dropna(subset=["fused", "unfused"]) if {"fused", "unfused"} <= set(times) else times[:0]
-        library = mine[mine["variant"] == "library"].groupby("seq_len")["time_ms"].min()
-        body.append([case, dtype, impl, _slower_from(paired) if len(paired) else "not timed", _stops_fitting(rows),
-                     _against_library(times, library) if "fused" in times else "–"])  # fmt: skip
-    if not body:
-        return ""
-    head = ["case", "dtype", "backend/device", "unfused slower than fused from", "unfused stops fitting at",
-            "fused time / library time (same device)"]  # fmt: skip
-    intro = (
-        "The unfused variant writes and reads S and P, L×L per head each, and holds them: its traffic and "
-        "footprint grow as seq_len², the fused kernel's as seq_len (plus K and V re-read once per query tile). "
-        "A case whose unfused footprint exceeds the device's free memory is skipped before it runs."
-    )
-    return "### Where unfused stops fitting or competing\n\n" + intro + "\n\n" + table(head, body)
+    return [save(fig, Path(outdir) / f"traffic_{SCENARIO}.png")]

@@ -1,10 +1,13 @@
-"""Matmul charts and report section: traffic and time against tile size, GFLOP/s against the library, roofline.
+"""Matmul's own charts: traffic and time against tile size, GFLOP/s against the library, and a roofline.
 
-All three read the ledger columns and medians of the results table. A case here is (M, N, K, epilogue)
-without its tile: unblocked and library rows do not depend on the tile, so where a sweep repeated them once
-per tile their medians over the tiles are used. GFLOP/s is the ledger's FLOPs over the median time;
-arithmetic intensity is FLOPs over the ledger's bytes under the device's store model. The roofline's roofs are
-both measured in the run: the copy bandwidth (`ceiling_gbps`) and the best library rate on that device.
+The generic charts put size on x; for matmul the arithmetic is fixed and the question is what the tile does to
+the traffic, and how far each variant stands from the library and from the measured roofs. All three read the
+ledger columns and medians of the results table. A case here is (M, N, K, epilogue) without its tile:
+unblocked and library rows do not depend on the tile, so where a sweep repeated them once per tile their
+medians over the tiles are used. GFLOP/s is the ledger's FLOPs over the median time; arithmetic intensity is
+FLOPs over the ledger's bytes under the device's store model. The roofline's roofs are both measured in the
+run: the copy bandwidth (`ceiling_gbps`) and the best library rate on that device. Used by `Matmul.charts`;
+reads tidy rows, never runs a kernel.
 """
 
 from __future__ import annotations
@@ -18,11 +21,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from scenarios.matmul import VARIANTS_BY_EPILOGUE
-from suite.report.extras import charts_for, section_for
-from suite.report.frames import chart_name, dtype_rank, fmt_x, timed
-from suite.report.markdown import table
-from suite.report.plots import DPI, STYLE
+from scenarios.matmul.scenario import VARIANTS_BY_EPILOGUE
+from suite.core.chartkit import DPI, STYLE, palette
+from suite.core.tidy import chart_name, dtype_rank, timed
 
 STYLE_MM = {**STYLE, "unblocked": ("--", "X"), "tiled": ("-", "o"), "unfused": ("-.", "v"), "fused": ("-", "P")}
 TILED = ("tiled", "unfused", "fused")
@@ -49,7 +50,7 @@ def rows_of(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _per_case(rows: pd.DataFrame) -> pd.DataFrame:
+def per_case(rows: pd.DataFrame) -> pd.DataFrame:
     """Tile-independent variants (unblocked, library) reduced to one median row per case and implementation."""
     free = rows[~rows["variant"].isin(TILED)]
     keys = ["case", "dtype", "impl", "device", "variant"]
@@ -62,17 +63,12 @@ def _cases(rows: pd.DataFrame) -> list[str]:
     return rank.sort_values(["tiles", "flops"], ascending=False).index[:MAX_CASES].tolist()
 
 
-def _palette(impls: list[str]) -> dict[str, tuple]:
-    return dict(zip(impls, sns.color_palette("colorblind", max(len(impls), 1)), strict=False))
-
-
-@charts_for("matmul")
 def matmul_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     rows = rows_of(frame[frame["bytes_modeled"].notna()])
     done = rows_of(timed(frame))
     if done.empty:
         return []
-    colors = _palette(sorted(done["impl"].unique()))
+    colors = palette(sorted(done["impl"].unique()))
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         figures = {"tile_sweep": tile_chart(rows, done, colors), "gflops": rate_chart(done, colors)}
         figures["roofline"] = roofline_chart(done, colors)
@@ -132,7 +128,7 @@ def rate_chart(done: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
     cases = _cases(done)
     dtypes = sorted(done["dtype"].unique(), key=dtype_rank)
     fig, axes = plt.subplots(len(dtypes), len(cases), figsize=(4.6 * len(cases), 3.6 * len(dtypes)), squeeze=False)
-    free = _per_case(done)
+    free = per_case(done)
     for (r, dtype), (c, case) in ((rd, cc) for rd in enumerate(dtypes) for cc in enumerate(cases)):
         ax = axes[r, c]
         sub = done[(done["case"] == case) & (done["dtype"] == dtype) & done["variant"].isin(TILED)]
@@ -214,76 +210,3 @@ def _handles(colors: dict[str, tuple], variants: pd.Series) -> list[plt.Line2D]:
         ls, marker = STYLE_MM.get(v, ("-.", "D"))
         out.append(plt.Line2D([], [], color="0.2", ls=ls, marker=marker, label=v))
     return out
-
-
-@section_for("matmul")
-def matmul_section(frame: pd.DataFrame) -> str:
-    """What tiling bought, what fusing the epilogue bought, and how far the hand kernels stand from a library."""
-    done = rows_of(timed(frame))
-    if done.empty:
-        return "### Tiling\n\nNothing was timed natively: the ledger below still gives each variant's traffic."
-    free = _per_case(done)
-    lines = ["### Tiling, fusion and the library", _takeaways(done, free), "#### Tile sweep", _sweep_table(done, free)]
-    return "\n\n".join(lines)
-
-
-def _takeaways(done: pd.DataFrame, free: pd.DataFrame) -> str:
-    out = []
-    for (impl, dtype, case), g in done[done["variant"].isin(TILED)].groupby(["impl", "dtype", "case"]):
-        same = free[(free["case"] == case) & (free["dtype"] == dtype)]
-        lib = same[(same["variant"] == "library") & (same["device"] == g["device"].iloc[0])]
-        for variant, base in (("tiled", "unblocked"), ("fused", "unfused")):
-            best = g[g["variant"] == variant].sort_values("time_ms").head(1)
-            if best.empty:
-                continue
-            b = best.iloc[0]
-            if base == "unblocked":
-                ref = same[(same["impl"] == impl) & (same["variant"] == base)]
-                ref_ms, ref_bytes = ref["time_ms"].median(), ref["bytes_modeled"].median()
-            else:
-                ref = g[(g["variant"] == base) & (g["tile"] == b["tile"])]
-                ref_ms, ref_bytes = ref["time_ms"].median(), ref["bytes_modeled"].median()
-            text = f"- **{impl}, {dtype}, {case}**: {variant} at its best tile ({b['tile']}) ran {_rate(b['gflops'])}"
-            if ref_ms == ref_ms:
-                text += (f", {fmt_x(ref_ms / b['time_ms'])} the speed of {base} "
-                         f"(ledger traffic {fmt_x(ref_bytes / b['bytes_modeled'])} smaller)")  # fmt: skip
-            if not lib.empty:
-                top = lib.sort_values("gflops").iloc[-1]
-                text += (
-                    f"; {100 * b['gflops'] / top['gflops']:.0f}% of the library ({top['impl']}, {_rate(top['gflops'])})"
-                )
-            out.append(text + ".")
-    return "\n".join(out) or "No tiled variant was timed natively."
-
-
-def _rate(gflops: float) -> str:
-    """A rate as people read it: 43.6 GFLOP/s on a CPU, 25.3 TFLOP/s on a GPU."""
-    return f"{gflops / 1e3:,.1f} TFLOP/s" if gflops >= 1e3 else f"{gflops:,.1f} GFLOP/s"
-
-
-def _sweep_table(done: pd.DataFrame, free: pd.DataFrame) -> str:
-    head = [
-        "case",
-        "dtype",
-        "backend/device",
-        "variant",
-        "tile",
-        "ledger MB",
-        "FLOP/byte",
-        "ms",
-        "GFLOP/s",
-        "% of library",
-    ]
-    body = []
-    order = ["case", "dtype_rank", "impl", "variant", "tile_key"]
-    tiled = done[done["variant"].isin(TILED)].assign(dtype_rank=lambda d: d["dtype"].map(dtype_rank))
-    for r in tiled.sort_values(order).itertuples():
-        lib = free[(free["case"] == r.case) & (free["dtype"] == r.dtype) & (free["device"] == r.device)]
-        lib = lib.loc[lib["variant"] == "library", "gflops"].max()
-        pct = f"{100 * r.gflops / lib:.0f}" if lib == lib else ""
-        body.append([r.case, r.dtype, r.impl, r.variant, r.tile, f"{r.bytes_modeled / 1e6:,.1f}",
-                     f"{r.intensity:.1f}", f"{r.time_ms:.3g}", f"{r.gflops:,.1f}", pct])  # fmt: skip
-    for r in free.itertuples():
-        body.append([r.case, r.dtype, r.impl, r.variant, "–", f"{r.bytes_modeled / 1e6:,.1f}", f"{r.intensity:.1f}",
-                     f"{r.time_ms:.3g}", f"{r.gflops:,.1f}", ""])  # fmt: skip
-    return table(head, body)

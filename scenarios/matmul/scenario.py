@@ -28,14 +28,20 @@ other check; float16 storage adds the rounding NumPy itself makes when it stores
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scenarios.elementwise_chain import FLOPS, OPS
+from scenarios.matmul.config import MatmulConfig
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
 from suite.core.numerics import FLOOR, rel_err
 from suite.core.scenario import Params, Scenario, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EPILOGUES = ("none", "bias_gelu")
 EPILOGUE_FLOPS = 1 + FLOPS["gelu"]
@@ -80,6 +86,7 @@ class Matmul(Scenario):
     axes = ("m", "n", "k", "epilogue", "tile")
     list_axes = ("tile",)
     size_axis = "m"
+    config = MatmulConfig
     presets = {
         "S": {"m": [129], "n": [77], "k": [200], "epilogue": list(EPILOGUES), "tile": [T1, [32, 32, 32]]},
         "M": {"m": [256, 512], "n": [512], "k": [512], "epilogue": list(EPILOGUES), "tile": SMALL_TILES},
@@ -194,3 +201,14 @@ class Matmul(Scenario):
         side = int(min(63, max(9, math.sqrt(max_elements / 3))))
         side -= 1 - side % 2
         return {**params, **{axis: min(params[axis], side) for axis in ("m", "n", "k")}}
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        """Tile sweep, GFLOP/s against the library, roofline (scenarios.matmul.charts)."""
+        from scenarios.matmul.charts import matmul_charts
+
+        return matmul_charts(rows, outdir)
+
+    def report_sections(self, rows: pd.DataFrame) -> list[str]:
+        from scenarios.matmul.report import matmul_section
+
+        return [matmul_section(rows)]

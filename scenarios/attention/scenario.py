@@ -26,13 +26,19 @@ convention behind attention TFLOP/s figures; the softmax's ~5 operations per sco
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.attention.config import AttentionConfig
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 AXES = ("batch", "heads", "seq_len", "head_dim", "causal", "block_m", "block_n")
 MAX_HEAD_DIM = 256
@@ -87,6 +93,7 @@ class Attention(Scenario):
     variants = ("fused", "unfused", "library")
     axes = AXES
     size_axis = "seq_len"
+    config = AttentionConfig
     presets = {
         "S": {"batch": [1], "heads": [2], "seq_len": [64, 193], "head_dim": [64], "causal": [False, True],
               "block_m": [64], "block_n": [64]},
@@ -207,6 +214,17 @@ class Attention(Scenario):
         if short < seq_len and short % 16 == 0:
             short -= 1
         return {**params, "batch": 1, "heads": 1, "seq_len": short, "block_m": 16, "block_n": 16}
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        """TFLOP/s and ledger traffic with footprints against seq_len (scenarios.attention.charts)."""
+        from scenarios.attention.charts import tflops_chart, traffic_chart
+
+        return tflops_chart(rows, outdir) + traffic_chart(rows, outdir)
+
+    def report_sections(self, rows: pd.DataFrame) -> list[str]:
+        from scenarios.attention.report import fitting_section
+
+        return [fitting_section(rows)]
 
 
 def storage_precision(inputs: dict[str, np.ndarray], params: Params, dtype: str) -> np.ndarray:

@@ -15,13 +15,19 @@ intermediate in the chain's dtype):
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.elementwise_chain.config import ElementwiseChainConfig
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GELU_C, GELU_A = 0.7978845608, 0.044715
 
@@ -66,6 +72,9 @@ class ElementwiseChain(Scenario):
     axes = ("n", "ops")
     list_axes = ("ops",)
     size_axis = "n"
+    size_unit = "elements"
+    config = ElementwiseChainConfig
+    captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},
         "M": {
@@ -131,3 +140,37 @@ class ElementwiseChain(Scenario):
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         return {**params, "n": min(params["n"], max_elements)}
+
+    # In charts and the report a case is its chain: lines are labelled by their ops and sorted by length, and the
+    # family adds the speedup against chain length (scenarios.elementwise_chain.charts).
+
+    def series(self, params: Params, size_axis: str) -> str:
+        """The ops joined by arrows ('scale→gelu'), after the size when it is kept ('n=1024, scale→gelu')."""
+        parts = []
+        for key, value in sorted(params.items()):
+            if key != size_axis:
+                parts.append("→".join(map(str, value)) if key == "ops" else f"{key}={value}")
+        return ", ".join(parts) or "all"
+
+    def title(self, params: Params, size_axis: str) -> str:
+        return short_label(self.series(params, size_axis))
+
+    def order(self, params: Params) -> float:
+        """The chain's length: shorter chains first, and the x of the chain-length chart."""
+        return len(params.get("ops", ()))
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        from scenarios.elementwise_chain.charts import chain_charts
+
+        return chain_charts(rows, outdir)
+
+
+def short_label(series: str, limit: int = 3) -> str:
+    """A chain as a chart title: its length, and its ops when few ('2 ops: scale→gelu', '8 ops: a→…→z').
+
+    A label with other axes in it ('n=1024, scale→gelu') is returned as it is."""
+    if "=" in series or series == "all":
+        return series
+    ops = series.split("→")
+    shown = series if len(ops) <= limit else f"{ops[0]}→…→{ops[-1]}"
+    return f"{len(ops)} op{'s' * (len(ops) > 1)}: {shown}"

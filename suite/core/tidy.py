@@ -1,4 +1,9 @@
-"""Views of a results table shared by the charts and the report: typed columns, labels, fused/unfused pairs.
+"""Views of a results table shared by the report and the families' own charts: typed columns, labels, pairs.
+
+They live in the core because a scenario family (which imports only `suite.core`) draws its charts and writes
+its report sections from the same views as the generic ones. How a case is labelled and ordered is the
+scenario's to say (`Scenario.series`, `title`, `order`); a table from a scenario not installed here gets the
+defaults.
 
 `speedups` is the one place where a variant's row is paired with its baseline's (same scenario, params, dtype,
 backend and device): measured speedup = baseline time / variant time; predicted = baseline bytes / variant
@@ -15,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from suite.core.row import COLUMNS
-from suite.core.scenario import discover
+from suite.core.scenario import discover, lookup
 
 NUMERIC = [
     "time_ms",
@@ -57,7 +62,6 @@ CASE = ["scenario", "params", "dtype", "backend", "device"]
 """Columns shared by the variants of one (case, implementation) pair."""
 GROUP = ["impl", "dtype_rank", "dtype", "variant"]
 """One line of speedups against size per case: what the report's verdict speaks about."""
-CHART_KINDS = ("time_vs_size", "speedup", "bandwidth", "speedup_vs_chain")
 
 
 def chart_name(kind: str, scenario: str) -> str:
@@ -66,7 +70,8 @@ def chart_name(kind: str, scenario: str) -> str:
 
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size),
-    order (chain length, for sorting), dtype_rank; pct_of_ceiling filled in where a ceiling was measured."""
+    title (a chart facet's), order and series_rank (for sorting), dtype_rank; pct_of_ceiling filled in where a
+    ceiling was measured. Labels and order come from each row's scenario (see `Scenario.series`)."""
     out = frame.copy()
     for col in [*COLUMNS, *NUMERIC]:  # tables written by older versions lack the newer columns
         if col not in out:
@@ -79,12 +84,14 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     parsed = out["params"].map(json_dict)
     axes = _size_axes(out["scenario"], parsed, out["size"])
     out["size_axis"] = out["scenario"].map(axes).fillna("size")
-    out["series"] = [series_label(p, a) for p, a in zip(parsed, out["size_axis"], strict=True)]
-    out["order"] = [len(p.get("ops", ())) for p in parsed]
+    cases = list(zip(out["scenario"].map(lookup), parsed, out["size_axis"], strict=True))
+    out["series"] = [scn.series(p, axis) for scn, p, axis in cases]
+    out["title"] = [scn.title(p, axis) for scn, p, axis in cases]
+    out["order"] = [scn.order(p) for scn, p, _ in cases]
     out["dtype_rank"] = out["dtype"].map(dtype_rank)
-    cases = list(zip(out["order"], out["series"], strict=True))
-    ranked = sorted(set(cases), key=lambda c: (c[0], _natural(c[1])))
-    out["series_rank"] = [dict(zip(ranked, range(len(ranked)), strict=True))[c] for c in cases]
+    lines = list(zip(out["order"], out["series"], strict=True))
+    rank = {line: i for i, line in enumerate(sorted(set(lines), key=lambda c: (c[0], _natural(c[1]))))}
+    out["series_rank"] = [rank[line] for line in lines]
     fill = out["pct_of_ceiling"].isna() & (out["ceiling_gbps"] > 0)
     out.loc[fill, "pct_of_ceiling"] = 100 * out.loc[fill, "gbps"] / out.loc[fill, "ceiling_gbps"]
     return out
@@ -102,10 +109,7 @@ def json_dict(text: Any) -> dict[str, Any]:
 def _size_axes(scenarios: pd.Series, parsed: pd.Series, sizes: pd.Series) -> dict[str, str]:
     """Each scenario's declared size axis; for one not installed here, the parameter equal to `size` in every
     row of that scenario (checked over all rows: a single row can match by coincidence, rows = cols)."""
-    try:
-        declared = {name: s.size_axis for name, s in discover().items()}
-    except ImportError:
-        declared = {}
+    declared = {name: s.size_axis for name, s in discover().items()}
     out = {}
     for name in scenarios.unique():
         mine = scenarios == name
@@ -114,30 +118,6 @@ def _size_axes(scenarios: pd.Series, parsed: pd.Series, sizes: pd.Series) -> dic
         fits = [k for k in sorted(keys) if all(p[k] == n for p, n in zip(params, size, strict=True))]
         out[name] = declared[name] if declared.get(name) in keys else next(iter(fits), "size")
     return out
-
-
-def series_label(params: dict[str, Any], size_axis: str) -> str:
-    """The case without its size: what stays fixed along one line of a chart ('scale→gelu', 'cols=4096')."""
-    parts = []
-    for key, value in sorted(params.items()):
-        if key == size_axis:
-            continue
-        if key == "ops":
-            parts.append("→".join(map(str, value)))
-        else:
-            parts.append(f"{key}={value}")
-    return ", ".join(parts) or "all"
-
-
-def short_label(series: str, limit: int = 3) -> str:
-    """A chain as a chart title: its length, and its ops when few ('2 ops: scale→gelu', '8 ops: a→…→z').
-
-    Cases that are not chains ('cols=4096') are returned as they are."""
-    if "=" in series or series == "all":
-        return series
-    ops = series.split("→")
-    shown = series if len(ops) <= limit else f"{ops[0]}→…→{ops[-1]}"
-    return f"{len(ops)} op{'s' * (len(ops) > 1)}: {shown}"
 
 
 def _natural(label: str) -> list[tuple[int, str | int]]:
@@ -166,7 +146,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """
     rows = timed(frame).copy()
     rows["baseline"] = rows["baseline"].where(rows["baseline"] != "", baseline)
-    labels = ["impl", "size_axis", "series", "order", "series_rank", "dtype_rank", "baseline"]
+    labels = ["impl", "size_axis", "series", "title", "order", "series_rank", "dtype_rank", "baseline"]
     cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling", *PAIRED, *RESOURCES]
     med = rows.groupby([*CASE, *labels, "variant"], as_index=False, dropna=False)[cols].median()
     verdicts = rows.groupby([*CASE, "variant"])["verdict"].agg(lambda v: v.mode().iloc[0] if len(v) else "")

@@ -1,1 +1,0 @@
-"""Scenario-family charts and report sections beyond the generic ones (see suite.report.extras)."""

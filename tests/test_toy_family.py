@@ -1,0 +1,93 @@
+"""A family the suite has never heard of runs end to end: discovered through a plugin, composed from its own
+structured config, run in the worker, measured against its ledger, drawn by the generic charts and given its
+own section in the report, while no file under suite/ names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tests.toy_family as toy
+from suite.core.ledger import STORE_MODEL
+from suite.report.plots import make_charts
+from suite.report.report import write_report
+from suite.run.runner import run
+from tests.conftest import make_config
+
+SUITE = Path(__file__).resolve().parent.parent / "suite"
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    out = tmp_path_factory.mktemp("toy")
+    cfg = make_config("plugins=[tests.toy_family]", f"scenario=base_{toy.NAME}", "preset=S", "backends=[toy]",
+                      "device=cpu", "timing=quick", "dtype=float32")  # fmt: skip
+    frame = run(cfg, out, show_progress=False)
+    charts = make_charts(frame, out / "charts")
+    return frame, charts, write_report(frame, charts, out).read_text(encoding="utf-8")
+
+
+def test_the_family_runs_in_the_worker_with_ok_timed_rows(ran: tuple) -> None:
+    frame, _, _ = ran
+    assert len(frame) == 4  # two sizes × fused, unfused
+    assert set(frame["status"]) == {"ok"} and set(frame["mode"]) == {"native"}
+    assert set(frame["scenario"]) == {toy.NAME} and set(frame["variant"]) == {"fused", "unfused"}
+    assert frame["time_ms"].gt(0).all() and frame["max_rel_err"].lt(1e-4).all()
+
+
+def test_rows_carry_the_familys_ledger(ran: tuple) -> None:
+    frame, _, _ = ran
+    model = STORE_MODEL["cpu"]
+    for row in frame.itertuples():
+        n = int(row.size)
+        ledger = toy.AxPlusB().ledger({"n": n}, "float32")[row.variant]
+        assert row.bytes_modeled == ledger.bytes_moved(model)
+        assert row.launches == (2 if row.variant == "unfused" else 1)
+    fused = frame[frame["variant"] == "fused"]
+    assert (fused["bytes_saved"] == 2 * fused["size"] * np.dtype("float32").itemsize).all()
+
+
+def test_generic_charts_and_the_familys_section(ran: tuple) -> None:
+    _, charts, text = ran
+    names = {p.name for p in charts}
+    assert {f"{kind}_{toy.NAME}.png" for kind in ("time_vs_size", "speedup", "bandwidth")} <= names
+    assert all(p.is_file() and p.stat().st_size > 10_000 for p in charts)
+    assert f"## {toy.NAME}" in text and f"](charts/speedup_{toy.NAME}.png)" in text
+    assert f"{toy.SECTION}\n\n4 of 4 rows ok" in text
+    assert "| case | n | dtype |" in text
+
+
+def test_no_file_of_the_suite_names_the_family() -> None:
+    for path in SUITE.rglob("*.py"):
+        assert toy.NAME not in path.read_text(encoding="utf-8"), path
+
+
+def test_entry_point_families_load_once_and_a_broken_one_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third party's family comes through the entry-point group; one that fails to import is recorded and named
+    when a scenario is not found, and the others still load. The scan runs once per process."""
+    from importlib.metadata import EntryPoint
+
+    from suite.core import scenario
+    from suite.core.errors import ConfigError
+
+    scans = []
+
+    def entry_points(group: str) -> list[EntryPoint]:
+        scans.append(group)
+        return [
+            EntryPoint("broken", "tests.no_such_family", group),
+            EntryPoint("toy", "tests.toy_family:AxPlusB", group),
+        ]
+
+    monkeypatch.setattr(scenario, "entry_points", entry_points)
+    monkeypatch.setattr(scenario, "_discovered", False)
+    monkeypatch.setattr(scenario, "SCENARIOS", {})
+    monkeypatch.setattr(scenario, "LOAD_ERRORS", {})
+    found = scenario.discover()
+    assert isinstance(found[toy.NAME], toy.AxPlusB)
+    assert scenario.LOAD_ERRORS["broken"].startswith("ModuleNotFoundError")
+    assert scenario.discover() is found and scans == ["fusebench.scenarios"]
+    with pytest.raises(ConfigError, match="broken failed to load"):
+        scenario.get("nope")
