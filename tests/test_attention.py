@@ -229,6 +229,6 @@ def test_charts_and_section_read_the_table(tmp_path: Path) -> None:
     assert "seq_len ≥ 256" in section  # unfused slower than fused from 256 on
     assert "seq_len = 512 (unfused needs" in section  # and skipped by the footprint guard at 512
     assert "2.00× at seq_len 512" in section  # fused 20 ms against the library's 10 ms
-    paths = charts.tflops_chart(frame, tmp_path) + charts.traffic_chart(frame, tmp_path)
+    paths = charts.tflops_chart(frame, tmp_path) + charts.traffic_chart(frame, tmp_path, Attention())
     assert [p.name for p in paths] == ["tflops_attention.png", "traffic_attention.png"]
     assert all(p.stat().st_size > 10_000 for p in paths)

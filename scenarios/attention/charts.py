@@ -3,7 +3,7 @@
 The generic charts show time and bandwidth; attention is judged by throughput, and its unfused variant's cost is
 the L×L S and P it writes, reads and holds. TFLOP/s is the ledger's FLOPs (the two matmuls) over the median
 time, so fused, unfused and library are measured against the same work; footprints come from the scenario's
-model (`Attention.footprint_bytes`). Used by `Attention.charts`; reads tidy rows, never runs a kernel.
+model (`Attention.footprint_bytes`, the scenario the chart is drawn for). Used by `Attention.charts`; reads tidy rows, never runs a kernel.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from scenarios.attention.scenario import Attention
 from suite.core.chartkit import STYLE, log2_counts, save
 from suite.core.scenario import Scenario
 from suite.core.tidy import json_dict, timed
@@ -104,7 +103,7 @@ def _footprint(scn: Scenario, params: dict, dtype: str, variant: str) -> float:
         return math.nan
 
 
-def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
+def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path]:
     """Ledger bytes moved per run (solid) and bytes held (footprint, thin) against seq_len, per variant."""
     data = prepare(frame).dropna(subset=["bytes_modeled", "seq_len"])
     data = data[data["store_model"] != ""]
@@ -112,7 +111,6 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         return []
     dtype = max(data["dtype"].unique(), key=lambda d: np.dtype(d).itemsize)  # bytes scale with the itemsize
     data = data[data["dtype"] == dtype]
-    scn = Attention()
     held = [_footprint(scn, json_dict(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
     data = data.assign(moved_gb=data["bytes_modeled"] / 1e9, held_gb=[h / 1e9 for h in held],
                        model=data["device"] + " (" + data["store_model"] + ")")  # fmt: skip

@@ -219,7 +219,7 @@ class Attention(Scenario):
         """TFLOP/s and ledger traffic with footprints against seq_len (scenarios.attention.charts)."""
         from scenarios.attention.charts import tflops_chart, traffic_chart
 
-        return tflops_chart(rows, outdir) + traffic_chart(rows, outdir)
+        return tflops_chart(rows, outdir) + traffic_chart(rows, outdir, self)
 
     def report_sections(self, rows: pd.DataFrame) -> list[str]:
         from scenarios.attention.report import fitting_section

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from scenarios.elementwise_chain.scenario import TRANSCENDENTAL
+from scenarios.elementwise_chain.ops import TRANSCENDENTAL
 from suite.core.chartkit import (
     STYLE,
     grid,

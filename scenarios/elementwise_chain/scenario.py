@@ -14,13 +14,13 @@ intermediate in the chain's dtype):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scenarios.elementwise_chain.config import ElementwiseChainConfig
+from scenarios.elementwise_chain.ops import ALL8, CHEAP4, FLOPS, OPS
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
 from suite.core.numerics import rel_err
@@ -29,40 +29,12 @@ from suite.core.scenario import Params, Scenario, register
 if TYPE_CHECKING:
     import pandas as pd
 
-GELU_C, GELU_A = 0.7978845608, 0.044715
-
-
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-OPS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "scale": lambda v: 1.25 * v,
-    "shift": lambda v: v + 0.5,
-    "relu": lambda v: np.maximum(v, 0),
-    "square": lambda v: v * v,
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "silu": lambda v: v * _sigmoid(v),
-    "gelu": lambda v: 0.5 * v * (1.0 + np.tanh(GELU_C * (v + GELU_A * v * v * v))),
-}
-
-FLOPS = {"scale": 1, "shift": 1, "relu": 1, "square": 1, "tanh": 1, "sigmoid": 3, "silu": 4, "gelu": 9}
-"""FLOPs per element, counting each add, multiply, max, divide and transcendental (exp, tanh) as one."""
-TRANSCENDENTAL = frozenset({"tanh", "sigmoid", "silu", "gelu"})
-"""Ops that evaluate exp or tanh: a chain with any of them can be bound by arithmetic where a chain of cheap ops
-(scale, shift, relu, square) is bound by memory, so its speedup follows its own curve against length."""
-
 MAX_CHAIN = 16
 MAX_N = 2**31 - 1
 """Kernels index with 32-bit ints in places; beyond that the case is refused, not silently wrong."""
 
 BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
 """Floor of the tolerance per dtype; the tolerance grows with the chain's conditioning (see `tolerance`)."""
-
-ALL8 = ["scale", "shift", "relu", "square", "tanh", "sigmoid", "silu", "gelu"]
-CHEAP4 = ["scale", "shift", "relu", "square"]
-"""Chains without transcendentals stay memory-bound on a CPU; ALL8's tanh and exp make it compute-bound there."""
 
 
 @register

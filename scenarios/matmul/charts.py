@@ -21,7 +21,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from scenarios.matmul.scenario import VARIANTS_BY_EPILOGUE
+from scenarios.matmul.config import VARIANTS_BY_EPILOGUE
 from suite.core.chartkit import DPI, STYLE, palette
 from suite.core.tidy import chart_name, dtype_rank, timed
 

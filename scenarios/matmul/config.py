@@ -8,6 +8,9 @@ and `Matmul.check` says what a value must be in words Hydra's type errors cannot
 from dataclasses import dataclass
 from typing import Any
 
+VARIANTS_BY_EPILOGUE = {"none": ("unblocked", "tiled", "library"), "bias_gelu": ("unfused", "fused", "library")}
+"""The values of the `epilogue` axis and the variants each compares: tiling without one, fusion with one."""
+
 
 @dataclass
 class MatmulConfig:

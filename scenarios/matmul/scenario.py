@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scenarios.elementwise_chain import FLOPS, OPS
-from scenarios.matmul.config import MatmulConfig
+from scenarios.matmul.config import VARIANTS_BY_EPILOGUE, MatmulConfig
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
 from suite.core.numerics import FLOOR, rel_err
@@ -63,8 +63,6 @@ error reaches 0.05-0.1 there, so its tolerance (four times that) needs room abov
 T1 = [16, 16, 16]
 SMALL_TILES = [[32, 32, 32], [64, 64, 32]]
 SWEEP = [[16, 16, 16], [32, 32, 32], [64, 64, 32], [64, 64, 64], [128, 128, 32], [128, 128, 64]]
-
-VARIANTS_BY_EPILOGUE = {"none": ("unblocked", "tiled", "library"), "bias_gelu": ("unfused", "fused", "library")}
 
 
 def tiled_reads(m: int, n: int, k: int, bm: int, bn: int) -> int:

@@ -18,7 +18,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from scenarios.normalization.scenario import reread_bytes
+from scenarios.normalization.decomposition import reread_bytes
 from suite.core.chartkit import CEILING_LEGEND, DPI, STYLE, draw_ceilings, log2_counts
 from suite.core.scenario import get
 from suite.core.tidy import json_dict, tidy, timed

@@ -15,7 +15,7 @@ Exact meaning, over the last axis, eps = 1e-5 (every kernel computes in float32 
     rmsnorm(x)   = x / sqrt(mean(x²) + eps) · weight
     softmax(x)   = exp(x − max) / sum(exp(x − max))
 
-The canonical unfused decomposition is `DECOMPOSITIONS` below: each step is one kernel, and every backend builds
+The canonical unfused decomposition is `DECOMPOSITIONS` (in `decomposition`): each step is one kernel, and every backend builds
 its unfused variant by walking that table, so unfused and fused differ only in fusion. Matrices (x, y and the
 intermediates) hold rows·cols elements of the case's dtype (s bytes); row statistics are float32 vectors of
 `rows`; weight and bias are vectors of `cols` in the case's dtype.
@@ -32,15 +32,15 @@ than once, which fusion removes as well.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scenarios.normalization.config import LayerNormConfig, RMSNormConfig, SoftmaxConfig
+from scenarios.normalization.decomposition import DECOMPOSITIONS, ROW_STATS, normalization_ledger
 from suite.core.errors import ConfigError
-from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
 
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EPS = 1e-5
-STAT_BYTES = 4
-"""Row statistics (mean, variance, max, sum) are float32 in every variant: a half-precision mean would ruin x − mean."""
 MAX_ELEMENTS = 2**31 - 1
 """rows·cols; kernels index rows with 32-bit grid coordinates, columns and offsets with 64-bit integers."""
 TILE_MIN, TILE_MAX = 32, 16384
@@ -59,117 +57,6 @@ MAX_GRID_Y = 65535
 OFFSET = 80.0
 """Odd rows are shifted by +80: softmax is then stable only with the max subtracted (exp(83) · cols overflows
 float32), and a one-pass variance E[x²] − E[x]² would cancel catastrophically."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One kernel of an unfused decomposition: its op, the tensors it reads, the tensor it writes."""
-
-    name: str
-    op: str
-    reads: tuple[str, ...]
-    writes: str
-    flops_per_element: int
-    flops_per_row: int = 0
-
-
-REDUCE = ("mean", "mean_square", "max", "sum")
-"""Row reductions, written as float32 statistics: mean(v), mean(v²), max(v), sum(v)."""
-ROWWISE = ("center", "normalize", "shift", "divide")
-"""Elementwise with a row statistic s: v − s, v · 1/sqrt(s + eps), v − s, v · 1/s."""
-MAP = ("exp",)
-AFFINE = ("scale", "scale_shift")
-"""v · weight, v · weight + bias."""
-
-DECOMPOSITIONS: dict[str, tuple[Step, ...]] = {
-    "layernorm": (
-        Step("row mean", "mean", ("x",), "mean", 1),
-        Step("centre", "center", ("x", "mean"), "xc", 1),
-        Step("row variance", "mean_square", ("xc",), "var", 2),
-        Step("normalise", "normalize", ("xc", "var"), "xhat", 1, 3),
-        Step("scale and shift", "scale_shift", ("xhat", "weight", "bias"), "y", 2),
-    ),
-    "rmsnorm": (
-        Step("row mean square", "mean_square", ("x",), "ms", 2),
-        Step("normalise", "normalize", ("x", "ms"), "xhat", 1, 3),
-        Step("scale", "scale", ("xhat", "weight"), "y", 1),
-    ),
-    "softmax": (
-        Step("row max", "max", ("x",), "max", 1),
-        Step("shift", "shift", ("x", "max"), "z", 1),
-        Step("exp", "exp", ("z",), "e", 1),
-        Step("row sum", "sum", ("e",), "sum", 1),
-        Step("divide", "divide", ("e", "sum"), "y", 1),
-    ),
-}
-"""FLOPs count each add, multiply, max, divide, sqrt and exp as one; a mean's divide replaces the first add.
-softmax is the Triton tutorial's naive decomposition: read 5·N + 2·rows elements, write 3·N + 2·rows."""
-
-VECTORS = ("weight", "bias")
-ROW_STATS = {step.writes for steps in DECOMPOSITIONS.values() for step in steps if step.op in REDUCE}
-
-
-def kind(op: str) -> str:
-    """Which kernel template a step's op needs: reduce, rowwise, map or affine."""
-    for name, ops in (("reduce", REDUCE), ("rowwise", ROWWISE), ("map", MAP), ("affine", AFFINE)):
-        if op in ops:
-            return name
-    raise ValueError(f"unknown step op '{op}'")
-
-
-def tensor_bytes(name: str, rows: int, cols: int, itemsize: int) -> int:
-    if name in ROW_STATS:
-        return rows * STAT_BYTES
-    if name in VECTORS:
-        return cols * itemsize
-    return rows * cols * itemsize
-
-
-def passes(cols: int, tile: int) -> int:
-    """Reads of x a fused kernel makes: 1 while the row fits its tile, 2 (statistics, then output) beyond."""
-    return 1 if cols <= tile else 2
-
-
-@dataclass(frozen=True)
-class FusedTraffic(KernelTraffic):
-    """A fused kernel's traffic; `reread_bytes` (already in bytes_read) is what it pays for rows wider than its tile."""
-
-    reread_bytes: int = 0
-
-
-def normalization_ledger(op: str, inputs: tuple[str, ...], params: Params, dtype: str) -> dict[str, VariantLedger]:
-    rows, cols, tile = params["rows"], params["cols"], params["tile"]
-    s, n = np.dtype(dtype).itemsize, rows * cols
-    steps = DECOMPOSITIONS[op]
-
-    def size(name: str) -> int:
-        return tensor_bytes(name, rows, cols, s)
-
-    unfused = tuple(
-        KernelTraffic(
-            st.name, sum(size(t) for t in st.reads), size(st.writes), st.flops_per_element * n + st.flops_per_row * rows
-        )
-        for st in steps
-    )
-    flops = sum(k.flops for k in unfused)
-    minimal = sum(size(t) for t in inputs)
-    reread = (passes(cols, tile) - 1) * n * s
-    removed = tuple(
-        Intermediate(st.writes, rows if st.writes in ROW_STATS else n, STAT_BYTES if st.writes in ROW_STATS else s)
-        for st in steps
-        if st.writes != "y"
-    )
-    fused = FusedTraffic(f"{op} (fused)", minimal + reread, n * s, flops, reread)
-    library = FusedTraffic(f"{op} (library)", minimal, n * s, flops)
-    return {
-        "unfused": VariantLedger("unfused", unfused),
-        "fused": VariantLedger("fused", (fused,), removed),
-        "library": VariantLedger("library", (library,), removed),
-    }
-
-
-def reread_bytes(ledger: VariantLedger) -> int:
-    return sum(k.reread_bytes for k in ledger.kernels if isinstance(k, FusedTraffic))
 
 
 # Tolerance: the unfused decomposition evaluated by NumPy in the case's storage precision ------------------------
