@@ -17,8 +17,8 @@ import pandas as pd
 from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
-from suite.core.tidy import BASELINE, chart_name, crossovers, fmt_size, fmt_x, speedups, tidy
-from suite.report import pressure
+from suite.core.tidy import chart_name, fmt_size, speedups, tidy
+from suite.report import pressure, tables
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -32,7 +32,6 @@ CAPTIONS = {
     "bandwidth": "Achieved bandwidth under the copy ceiling measured in the same run",
 }
 """The generic charts (suite.report.plots), in the order the report shows them, before the family's own."""
-ORDER = ["scenario", "series_rank", "size", "dtype_rank", "impl", "variant"]
 
 
 def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
@@ -97,13 +96,13 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     axis = rows["size_axis"].iloc[0]
     scn = lookup(name)
     parts = [f"## {name}", "### Verdict", verdicts(pairs)]
-    parts += ["### Speedup: measured vs predicted", _speedup_table(pairs, axis)]
-    parts += ["### Crossover", _crossover_table(pairs)]
+    parts += ["### Speedup: measured vs predicted", tables.speedup_table(pairs, axis)]
+    parts += ["### Crossover", tables.crossover_table(pairs)]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)
-    parts += ["### Timings", details(f"All {len(rows)} rows", _summary_table(rows, axis))]
-    parts += ["### Traffic ledger", _ledger_table(rows, axis)]
+    parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
+    parts += ["### Traffic ledger", tables.ledger_table(rows, axis)]
     return "\n\n".join(parts)
 
 
@@ -118,127 +117,6 @@ def _chart_links(name: str, captions: dict[str, str], charts: list[Path], outdir
         caption = CAPTIONS.get(kind) or captions.get(kind) or kind.replace("_", " ")
         out.append(f"![{caption}]({Path(os.path.relpath(path, outdir)).as_posix()})")
     return out
-
-
-def _crossover_table(pairs: pd.DataFrame) -> str:
-    """Per case swept over size: the smallest size from which the variant pays at every larger size."""
-    found = crossovers(pairs)
-    if found.empty:
-        return "No case was swept over more than one size."
-    rows = [
-        [r.series, r.dtype, r.impl, f"{r.variant} vs {r.baseline}",
-         f"{r.size_axis} ≥ {fmt_size(r.pays_from)}" if pd.notna(r.pays_from) else f"never (up to {fmt_size(r.largest)})"]
-        for r in found.itertuples()
-    ]  # fmt: skip
-    return table(["case", "dtype", "backend/device", "comparison", "fusion pays from"], rows)
-
-
-def _speedup_table(pairs: pd.DataFrame, axis: str) -> str:
-    head = [
-        "case",
-        axis,
-        "dtype",
-        "backend/device",
-        "variant",
-        "baseline",
-        "baseline ms",
-        "variant ms",
-        "measured (95% interval)",
-        "predicted",
-        "efficiency",
-        "verdict",
-    ]
-    rows = [
-        [
-            r.series,
-            fmt_size(r.size),
-            r.dtype,
-            r.impl,
-            r.variant,
-            r.baseline,
-            _num(r.time_ms_base),
-            _num(r.time_ms),
-            f"{fmt_x(r.speedup)} ({fmt_x(r.speedup_lo)}–{fmt_x(r.speedup_hi)})",
-            fmt_x(r.predicted),
-            _num(r.fusion_efficiency, "{:.2f}"),
-            r.verdict,
-        ]
-        for r in pairs.itertuples()
-    ]
-    return table(head, rows) if rows else "No pair of variants was timed on the same case."
-
-
-def _summary_table(rows: pd.DataFrame, axis: str) -> str:
-    head = [
-        "case",
-        axis,
-        "dtype",
-        "backend/device",
-        "variant",
-        "mode",
-        "time ms",
-        "GB/s",
-        "% of ceiling",
-        "max rel err",
-        "status",
-    ]
-    body = [
-        [
-            r.series,
-            fmt_size(r.size) if r.size == r.size else "",
-            r.dtype,
-            r.impl,
-            r.variant,
-            r.mode,
-            _num(r.time_ms),
-            _num(r.gbps),
-            _num(r.pct_of_ceiling, "{:.0f}"),
-            _num(r.max_rel_err, "{:.1e}"),
-            r.status,
-        ]
-        for r in rows.sort_values(ORDER).itertuples()
-    ]
-    return table(head, body)
-
-
-def _ledger_table(rows: pd.DataFrame, axis: str) -> str:
-    """Per case, dtype and store model: what each variant moves and launches, and what fusion removed."""
-    keys = ["series_rank", "series", "size", "dtype_rank", "dtype", "store_model"]
-    led = rows.dropna(subset=["bytes_modeled"]).groupby([*keys, "variant"], as_index=False).first()
-    base = led[led["variant"] == BASELINE][[*keys, "bytes_modeled", "launches"]]
-    pairs = led[led["variant"] != BASELINE].merge(base, on=keys, suffixes=("", "_base"))
-    head = [
-        "case",
-        axis,
-        "dtype",
-        "store model",
-        "variant",
-        "launches",
-        "bytes moved",
-        "intermediates removed",
-        "saved by fusion (Σ 2·N·s)",
-        "predicted",
-    ]
-    body = [
-        [
-            r.series,
-            fmt_size(r.size),
-            r.dtype,
-            r.store_model,
-            r.variant,
-            f"{_int(r.launches_base)} → {_int(r.launches)}",
-            f"{_bytes(r.bytes_modeled_base)} → {_bytes(r.bytes_modeled)}",
-            _int(r.intermediates_removed),
-            _bytes(r.bytes_saved),
-            fmt_x(r.bytes_modeled_base / r.bytes_modeled),
-        ]
-        for r in pairs.sort_values(keys).itertuples()
-    ]
-    note = (
-        "Bytes moved follow the device's store model; the saving counts one write and one read per "
-        "removed intermediate (ΔQ = 2·N·s); under write-allocate each one also avoids an allocate read."
-    )
-    return (note + "\n\n" + details(f"{len(body)} cases", table(head, body))) if body else "No ledger rows."
 
 
 def _not_ok(data: pd.DataFrame) -> str:
@@ -262,23 +140,6 @@ def _not_ok(data: pd.DataFrame) -> str:
         )
     head = ["status", "reason", "rows", "backend/device", "variants", "dtypes", "example"]
     return "## Rows that are not ok\n\n" + table(head, body)
-
-
-def _num(value: float, fmt: str = "{:.4g}") -> str:
-    return "" if value is None or value != value else fmt.format(value)
-
-
-def _int(value: float) -> str:
-    return "" if value != value else f"{int(value)}"
-
-
-def _bytes(value: float) -> str:
-    if value != value:
-        return ""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{int(value)} B"
 
 
 def _span(values: pd.Series, fmt: str) -> str:
