@@ -51,6 +51,15 @@ def with_ledger(frame: pd.DataFrame) -> pd.DataFrame:
     return data.dropna(subset=["rows", "cols", "tile", "minimal_bytes"])
 
 
+def _mark_tiles(ax: plt.Axes, data: pd.DataFrame) -> None:
+    """A dashed line at each tile within the plotted columns: beyond it a fused kernel reads x twice."""
+    for tile in data["tile"].dropna().unique():
+        if data["cols"].min() <= tile * 2 and tile <= data["cols"].max() * 2:
+            ax.axvline(tile, color="0.5", ls="--", lw=1.1)
+            ax.annotate(f"tile {tile:.0f}", (tile, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                        textcoords="offset points", fontsize=8, color="0.35")  # fmt: skip
+
+
 def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     """Minimal bytes / median time against cols per backend/device and variant, the copy ceiling dotted and
     the tile (beyond which a fused kernel reads x twice) dashed."""
@@ -73,11 +82,7 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             ls, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["cols"], line["effective"], ls=ls, marker=marker, color=colors[impl], ms=5)
         draw_ceilings(ax, data)
-        for tile in data["tile"].dropna().unique():
-            if data["cols"].min() <= tile * 2 and tile <= data["cols"].max() * 2:
-                ax.axvline(tile, color="0.5", ls="--", lw=1.1)
-                ax.annotate(f"tile {tile:.0f}", (tile, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                            textcoords="offset points", fontsize=8, color="0.35")  # fmt: skip
+        _mark_tiles(ax, data)
 
     legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
               **{v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
