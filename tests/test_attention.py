@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -18,6 +17,7 @@ from scenarios.attention import Attention, key_rows_streamed, storage_precision
 from suite.core import numerics, registry, targets
 from suite.core.errors import ConfigError
 from suite.core.registry import KernelKey
+from suite.core.scenario import Scenario
 from suite.run import footprint
 
 SCN = Attention()
@@ -127,7 +127,7 @@ def test_guard_uses_host_memory_where_the_target_cannot_tell(monkeypatch: pytest
 
 
 def test_guard_ignores_scenarios_without_a_footprint_model() -> None:
-    assert footprint.guard(SimpleNamespace(), BASE, "float32", "unfused", FakeTarget(0)) is None
+    assert footprint.guard(Scenario(), BASE, "float32", "unfused", FakeTarget(0)) is None
 
 
 def test_host_available_memory_is_read() -> None:
