@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Copy, Option, register_backend
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -90,6 +90,18 @@ class Cupy(Backend):
         Option("block", "threads per block", 256, low=32, high=1024, step=32),
         Option("max_items", "row values one normalization thread may hold (default 64)", None, low=1, high=512),
     )
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """A device-to-device copy on the shared stream, where CuPy runs on the GPU."""
+        if device != "cuda" or stream is None or _probe().mode != NATIVE:
+            return []
+        src, dst, external = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32), cupy.cuda.ExternalStream(stream)
+
+        def copy() -> None:
+            with external:
+                dst[...] = src
+
+        return [Copy("cupy copy", copy)]
 
 
 TARGET = CupyTarget()

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Option, register_backend
+from suite.core.backend import Backend, Copy, Option, register_backend
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -111,6 +111,12 @@ def _shared_stream() -> Any:
 class Numba(Backend):
     name = "numba"
     options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """On the CPU: the ordinary-store copy the CPU ceiling is held to, and the memcpy loop."""
+        from backends.numba.copies import cpu_copies
+
+        return cpu_copies(n) if device == "cpu" else []
 
 
 BACKEND = register_backend(Numba(NumbaCPU(), NumbaCUDA()))
