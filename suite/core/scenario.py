@@ -97,10 +97,16 @@ def register(cls: type[Scenario]) -> type[Scenario]:
     return cls
 
 
+_discovered: set[str] = set()
+
+
 def discover(package: str = "scenarios") -> dict[str, Scenario]:
-    root = importlib.import_module(package)
-    for info in pkgutil.iter_modules(root.__path__, prefix=f"{package}."):
-        importlib.import_module(info.name)
+    """Import every scenario module of `package` once per process (later calls only return the table)."""
+    if package not in _discovered:
+        root = importlib.import_module(package)
+        for info in pkgutil.iter_modules(root.__path__, prefix=f"{package}."):
+            importlib.import_module(info.name)
+        _discovered.add(package)
     return SCENARIOS
 
 

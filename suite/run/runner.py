@@ -18,7 +18,7 @@ from suite.run import assemble, progress
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
-from suite.run.validate import Plan, plan
+from suite.run.validate import Plan, planned
 from suite.run.worker import InProcess, Settings, Worker, WorkerLost
 
 
@@ -53,8 +53,9 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
 
 
 def run(cfg: DictConfig, outdir: Path, show_progress: bool = True) -> pd.DataFrame:
-    """Validate, run every case, append rows as they come; return the run's whole table."""
-    p = plan(cfg)
+    """Validate (or take the plan the command line made), run every case, append rows as they come; return the
+    run's whole table."""
+    p = planned(cfg)
     outdir = Path(outdir)
     table = Table(outdir, fresh=not cfg.resume)
     done = table.done_keys() if cfg.resume else set()

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from suite.core import registry, targets
 from suite.core import scenario as scenarios
+from suite.core import targets
 from suite.core.registry import KernelKey
 from suite.core.row import Row
-from suite.run import assemble, ceiling, provenance
+from suite.run import assemble, ceiling, provenance, validate
 from suite.run.execute import execute
 from suite.run.job import Case, Job, case_seed
 
@@ -40,8 +40,7 @@ class Session:
         targets.configure_emulation(settings.emulate)
         for module in settings.plugins:
             importlib.import_module(module)
-        registry.discover()
-        scenarios.discover()
+        validate.discover()
         self.gpu = targets.cuda_device_count() > 0
         self.device_names = {"cpu": provenance.cpu_name()}
         if self.gpu:
