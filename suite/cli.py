@@ -60,11 +60,12 @@ def open_options(args: list[str]) -> list[str]:
     return [f"++{a}" if a.startswith("backend_options.") else a for a in args]
 
 
-def precheck(args: list[str]) -> None:
-    """Compose and plan every job's config; raise ConfigError (one line) on the first problem."""
+def precheck(args: list[str], keep: bool = False) -> None:
+    """Compose and plan every job's config; raise ConfigError (one line) on the first problem. With `keep`,
+    each job's run takes the plan made here instead of planning again."""
     from hydra import compose, initialize_config_dir
 
-    from suite.run.validate import plan
+    from suite.run import validate
 
     for overrides in _job_overrides(open_options(args)):
         try:
@@ -72,7 +73,9 @@ def precheck(args: list[str]) -> None:
                 cfg = compose(config_name="config", overrides=overrides)
         except Exception as exc:
             raise ConfigError(_unknown_key(overrides) or _one_line(exc)) from None
-        plan(cfg)
+        p = validate.plan(cfg)
+        if keep:
+            validate.keep(cfg, p)
 
 
 def _unknown_key(overrides: list[str]) -> str | None:
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
         try:
-            precheck(args)
+            precheck(args, keep=True)
         except ConfigError as exc:
             print(f"fusebench: error: {exc}", file=sys.stderr)
             sys.exit(2)

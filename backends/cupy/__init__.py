@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Build, Option, register_backend, versions
+from suite.core.backend import Backend, Build, Copy, Option, register_backend, versions
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -115,6 +115,18 @@ class Cupy(Backend):
 
     def toolchain(self) -> dict[str, str]:
         return versions("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """A device-to-device copy on the shared stream, where CuPy runs on the GPU."""
+        if device != "cuda" or stream is None or _probe().mode != NATIVE:
+            return []
+        src, dst, context = cupy.ones(n, cupy.float32), cupy.empty(n, cupy.float32), self.launch_stream(stream)
+
+        def copy() -> None:
+            with context():
+                dst[...] = src
+
+        return [Copy("cupy copy", copy)]
 
 
 TARGET = CupyTarget()

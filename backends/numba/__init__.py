@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Build, Option, register_backend, versions
+from suite.core.backend import Backend, Build, Copy, Option, register_backend, versions
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -138,6 +138,12 @@ class Numba(Backend):
 
     def toolchain(self) -> dict[str, str]:
         return versions("numba", "numba-cuda")
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """On the CPU: the ordinary-store copy the CPU ceiling is held to, and the memcpy loop."""
+        from backends.numba.copies import cpu_copies
+
+        return cpu_copies(n) if device == "cpu" else []
 
 
 BACKEND = register_backend(Numba(NumbaCPU(), NumbaCUDA()))

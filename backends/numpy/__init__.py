@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from suite.core.backend import Backend, register_backend
+from suite.core.backend import Backend, Copy, register_backend
 from suite.core.targets import NATIVE, Availability, Target
 
 
@@ -31,6 +31,13 @@ def _blas() -> str:
 
 class Numpy(Backend):
     name = "numpy"
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """`np.copyto`: memcpy underneath, whose stores may stream on large buffers."""
+        if device != "cpu":
+            return []
+        src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
+        return [Copy("numpy copyto", lambda: np.copyto(dst, src), streams=True)]
 
 
 BACKEND = register_backend(Numpy(NumpyCPU()))

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.core.backend import Backend, register_backend
+from suite.core.backend import Backend, Copy, register_backend
 from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -70,6 +70,22 @@ class Torch(Backend):
             return contextlib.nullcontext
         external = torch.cuda.ExternalStream(int(handle))
         return lambda: torch.cuda.stream(external)
+
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """`copy_`: on the CPU memcpy underneath (its stores may stream); on a GPU on the shared stream."""
+        if device == "cpu":
+            src, dst = torch.ones(n), torch.empty(n)
+            return [Copy("torch copy_", lambda: dst.copy_(src), streams=True)]
+        if self.targets["cuda"].probe().mode != NATIVE or stream is None:
+            return []
+        src, dst = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
+        context = self.launch_stream(stream)
+
+        def copy() -> None:
+            with context():
+                dst.copy_(src)
+
+        return [Copy("torch copy_", copy)]
 
 
 BACKEND = register_backend(Torch(TorchCPU(), TorchCUDA()))

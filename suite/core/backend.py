@@ -6,7 +6,8 @@ subclasses `Backend`, registers one instance with `register_backend` on import, 
 
 - its targets: one `Target` per device it writes kernels for (how arrays reach it, how it runs here);
 - its options: a schema of `Option`s (name, type, range, default, one-line help), validated before any work;
-- its copy kernels, which the bandwidth ceiling of each device is measured with;
+- its copies (`Copy`: a launcher, and whether its stores may stream), which each device's bandwidth ceiling is
+  measured with;
 - how it compiles a recorded kernel (`suite.core.kernelspec`) for `ARCH` (`compile`, giving a `Build`: PTX for
   the suite to assemble, or the assembler's log of a build the backend ran itself), and whether that must
   happen in a process where no interpreter or simulator is switched on (`compile_isolated`);
@@ -116,6 +117,19 @@ class Build:
             raise ValueError("a Build carries either PTX or an assembler's log")
 
 
+@dataclass(frozen=True)
+class Copy:
+    """One copy a device's bandwidth ceiling is measured with (see `suite.run.ceiling`).
+
+    `method` names it in ceilings.json and the report. `streams` is True where its stores may be non-temporal
+    (memcpy switches to them on large buffers and skips the read of each line it writes): faster than any
+    kernel storing the ordinary way can be, so the ceiling holds kernels to the copies that do not."""
+
+    method: str
+    launch: Launcher
+    streams: bool = False
+
+
 class Backend:
     """Base class of a backend; subclasses set `name` and `options` and override what they have."""
 
@@ -142,11 +156,12 @@ class Backend:
             if value is not None and not schema[key].valid(value):
                 raise ConfigError(f"backend_options.{self.name}.{key}={value} must be {schema[key].describe()}")
 
-    def copies(self, device: str, n: int, stream: int | None) -> dict[str, Launcher]:
-        """Named copies of `n` float32 values on `device` (already warmed up), for the bandwidth ceiling.
+    def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
+        """Copies of `n` float32 values on `device` (already warmed up), for the bandwidth ceiling; none where
+        the backend has no copy there or cannot run on it.
 
         `stream` is the suite's shared CUDA stream on a GPU; every copy must run on it."""
-        return {}
+        return []
 
     def compile(self, recipe: Mapping[str, Any]) -> Build:
         """Compile a recorded kernel for `ARCH` from its recipe (`KernelSpec.recipe` as a mapping, values frozen

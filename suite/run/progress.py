@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from suite.core.row import Row
-from suite.run.execute import Job
+from suite.run.job import Job
 
 console = Console(stderr=True)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from suite.core.row import Row, params_json
-from suite.run import progress, provenance
+from suite.core.row import params_json
+from suite.run import assemble, progress
 from suite.run.config import TimingConfig
-from suite.run.execute import Job
+from suite.run.job import Job
 from suite.run.results import Table, read
-from suite.run.validate import Plan, plan
+from suite.run.validate import Plan, planned
 from suite.run.worker import InProcess, Settings, Worker, WorkerLost
 
 
@@ -46,42 +46,16 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
                     str(outdir / "io") if cfg.save_io else None,
                     skip,
                     strict=bool(cfg.variants),
+                    run_id=outdir.name,
                 )
             )
     return out
 
 
-def _lost_rows(job: Job, reason: str) -> list[Row]:
-    """Rows for a case whose worker timed out or died: nothing measured, the reason kept."""
-    return [
-        Row(
-            scenario=job.scenario,
-            params=params_json(job.params),
-            dtype=job.dtype,
-            backend=b,
-            device=d,
-            variant=v,
-            status="error",
-            reason=reason,
-        )
-        for b, d, v in job.impls()
-    ] or [
-        Row(
-            scenario=job.scenario,
-            params=params_json(job.params),
-            dtype=job.dtype,
-            backend=",".join(job.backends),
-            device=",".join(job.devices),
-            variant=",".join(job.variants),
-            status="error",
-            reason=reason,
-        )
-    ]
-
-
 def run(cfg: DictConfig, outdir: Path, show_progress: bool = True) -> pd.DataFrame:
-    """Validate, run every case, append rows as they come; return the run's whole table."""
-    p = plan(cfg)
+    """Validate (or take the plan the command line made), run every case, append rows as they come; return the
+    run's whole table."""
+    p = planned(cfg)
     outdir = Path(outdir)
     table = Table(outdir, fresh=not cfg.resume)
     done = table.done_keys() if cfg.resume else set()
@@ -98,11 +72,8 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True) -> pd.DataFra
                 try:
                     rows = worker.run(job, cfg.timing.case_timeout_s)
                 except WorkerLost as exc:
-                    rows = _lost_rows(job, str(exc))
+                    rows = assemble.lost(job, str(exc))
                 for row in rows:
-                    row.run_id = outdir.name
-                    row.command = provenance.command(row.scenario, job.params, row.dtype, row.backend,
-                                                     row.device or "all", row.variant)  # fmt: skip
                     table.append(row)
                 bar.advance(rows)
     finally:

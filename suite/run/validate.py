@@ -7,6 +7,7 @@ dtypes, targets, each case's sizes and ops, and whether the largest case fits in
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from suite.core import registry
 from suite.core import scenario as scenarios
 from suite.core.backend import BACKENDS, Backend
 from suite.core.errors import ConfigError
-from suite.core.registry import REGISTRY, discover
+from suite.core.registry import REGISTRY
 from suite.core.scenario import Params, Scenario
 from suite.core.targets import configure_emulation
 
@@ -34,8 +36,15 @@ class Plan:
     targets: list[str]
 
 
+def discover() -> None:
+    """Import every backend and scenario: once per process, however often it is called (both scans are
+    idempotent), so the parent plans and a worker runs with what one scan found."""
+    registry.discover()
+    scenarios.discover()
+
+
 def discover_backends() -> dict[str, Backend]:
-    """Every registered backend, imported once per process (the in-tree scan and the entry-point group)."""
+    """Every registered backend (the in-tree scan and the entry-point group)."""
     discover()
     return BACKENDS
 
@@ -80,7 +89,26 @@ def _axis_values(value: Any, list_valued: bool) -> list[Any]:
     return as_list(value)
 
 
+_KEPT: dict[str, Plan] = {}
+
+
+def _identity(cfg: DictConfig) -> str:
+    return json.dumps(OmegaConf.to_container(cfg, resolve=False), sort_keys=True, default=str)
+
+
+def keep(cfg: DictConfig, p: Plan) -> None:
+    """Hold the plan the command line checked for the run of `cfg` that follows in this process (see `planned`)."""
+    _KEPT[_identity(cfg)] = p
+
+
+def planned(cfg: DictConfig) -> Plan:
+    """The plan kept for `cfg` (each kept plan serves one run), else a fresh one: a job is planned once, whether
+    the command line checked it first or a caller runs a config directly."""
+    return _KEPT.pop(_identity(cfg), None) or plan(cfg)
+
+
 def plan(cfg: DictConfig) -> Plan:
+    """Check `cfg` and say what to run; raise ConfigError on the first problem."""
     for module in cfg.plugins:
         try:
             importlib.import_module(module)

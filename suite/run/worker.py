@@ -15,11 +15,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from suite.core import registry, targets
 from suite.core import scenario as scenarios
-from suite.core.row import Row, params_json
-from suite.run import ceiling, provenance
-from suite.run.execute import Job, execute
+from suite.core import targets
+from suite.core.registry import KernelKey
+from suite.core.row import Row
+from suite.run import assemble, ceiling, provenance, validate
+from suite.run.execute import execute
+from suite.run.job import Case, Job, case_seed
 
 
 @dataclass
@@ -31,14 +33,14 @@ class Settings:
 
 
 class Session:
-    """Run-wide state: device names, provenance, ceilings; `run(job)` turns one case into finished rows."""
+    """Run-wide state: device names, provenance, ceilings; `run(job)` turns one case into its rows, each made
+    whole by `suite.run.assemble` (device name, provenance and run id included)."""
 
     def __init__(self, settings: Settings) -> None:
         targets.configure_emulation(settings.emulate)
         for module in settings.plugins:
             importlib.import_module(module)
-        registry.discover()
-        scenarios.discover()
+        validate.discover()
         self.gpu = targets.cuda_device_count() > 0
         self.device_names = {"cpu": provenance.cpu_name()}
         if self.gpu:
@@ -49,7 +51,7 @@ class Session:
                 if target.device == "cuda":
                     target.stream = cuda_driver.shared_stream()
         self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
-        self.base = {"versions": provenance.versions(), "git_rev": provenance.git_rev()}
+        self.versions, self.git_rev = provenance.versions(), provenance.git_rev()
         self.cuda_clock = None
 
     def _measure_ceilings(self, devices: list[str]) -> dict[str, ceiling.Ceiling]:
@@ -61,16 +63,11 @@ class Session:
             from suite.run.timing import CudaClock
 
             self.cuda_clock = CudaClock()
-        rows = execute(job, scenarios.get(job.scenario), self.base, self.ceilings, self.cuda_clock, notify)
-        for row in rows:
-            self.finish(row)
-        return rows
-
-    def finish(self, row: Row) -> None:
-        names = {targets.EMULATED: "host (emulated)", targets.COMPILE: "sm_90 (compiled, not run)"}
-        row.device_name = (
-            self.device_names.get(row.device, "") if row.mode == targets.NATIVE else names.get(row.mode, "")
-        )
+        scn = scenarios.get(job.scenario)
+        seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
+        case = Case(job.scenario, job.params, job.dtype, scn.size(job.params), seed, self.versions, self.git_rev,
+                    job.run_id, self.device_names)  # fmt: skip
+        return execute(job, scn, case, self.ceilings, self.cuda_clock, notify)
 
     def info(self) -> dict[str, Any]:
         return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu}
@@ -130,8 +127,7 @@ class Worker:
             if culprit is None or culprit in job.skip:  # lost while timing: the case cannot be attributed
                 raise WorkerLost(reason)
             backend, device, variant = culprit
-            lost.append(Row(scenario=job.scenario, params=params_json(job.params), dtype=job.dtype, backend=backend,
-                            device=device, variant=variant, status="error", reason=reason))  # fmt: skip
+            lost += assemble.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
             job = replace(job, skip=job.skip | {culprit})
 
     def _attempt(self, job: Job, timeout: float) -> tuple[Any, str | None]:

@@ -1,0 +1,181 @@
+"""Whether an implementation can run here, and its build-and-check: build, run once into a poisoned buffer, judge.
+
+This is the only place a kernel's entry is built and first called. A kernel that raises is an `error`, a wrong or
+partly unwritten output a `mismatch`, a target that cannot run here `skipped` with the reason: each is a stage
+result, never an exception, so nothing here stops the sweep. CUDA kernels without a GPU run in emulation (on a
+slice of the case where it is large) for numerics only; their resources are still those of the case's kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import zlib
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from suite.core import numerics, targets
+from suite.core.backend import BACKENDS
+from suite.core.registry import REGISTRY, KernelKey
+from suite.core.row import params_json
+from suite.core.scenario import Params, Scenario
+from suite.gpu import resources
+from suite.run import footprint
+from suite.run.job import Job
+from suite.run.stages import Availability, Check, KernelResources
+
+
+class Inputs:
+    """Inputs, float64 reference and tolerance per parameter set (the case, and its emulation slice)."""
+
+    def __init__(self, scn: Scenario, dtype: str, seed: int) -> None:
+        self.scn, self.dtype, self.seed, self.cache = scn, dtype, seed, {}
+
+    def get(self, params: Params) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        key = params_json(params)
+        if key not in self.cache:
+            inputs = self.scn.make_inputs(params, self.dtype, np.random.default_rng(self.seed))
+            ref = self.scn.reference(inputs, params)
+            self.cache[key] = (inputs, ref, self.scn.tolerance(inputs, params, self.dtype, ref))
+        return self.cache[key]
+
+
+def availability(key: KernelKey, job: Job) -> Availability:
+    """The target and mode, or why the implementation cannot run here."""
+    if not key.device:
+        return Availability(status="skipped", reason=f"{key.backend} unavailable: {REGISTRY.load_errors[key.backend]}")
+    target = targets.TARGETS.get((key.backend, key.device))
+    if REGISTRY.get(key) is None:
+        why = f"no {key.backend}/{key.device} kernel for {key.scenario} {key.variant}"
+        return Availability(status="unsupported", reason=why)
+    if target is None:
+        why = REGISTRY.load_errors.get(key.backend, "target not registered")
+        return Availability(status="skipped", reason=f"{key.backend} unavailable: {why}")
+    avail = target.probe()
+    if avail.mode == targets.UNAVAILABLE:
+        return Availability(avail.mode, "skipped", avail.reason)
+    if avail.mode == targets.EMULATED and not job.emulate:
+        return Availability(avail.mode, "skipped", "emulation off (device.emulate=false)")
+    return Availability(avail.mode, target=target)
+
+
+def options(job: Job, key: KernelKey, mode: str) -> dict[str, Any]:
+    """The backend's options from the config, plus the shared CUDA stream for kernels that run on a GPU."""
+    opts = {**BACKENDS[key.backend].defaults(), **(job.backend_options.get(key.backend) or {})}
+    opts["stream"] = None
+    if mode == targets.NATIVE and key.device == "cuda":
+        from suite.gpu import driver as cuda_driver
+
+        opts["stream"] = cuda_driver.shared_stream()
+    return opts
+
+
+def build_and_check(
+    key: KernelKey, avail: Availability, job: Job, data: Inputs, scn: Scenario
+) -> tuple[Check, KernelResources | None]:
+    """Build, run once into a NaN-poisoned buffer (the JIT call, timed as compile_ms) and judge the output;
+    the resources of the CUDA kernels the entry built, whether or not it ran (None where it was never built)."""
+    target, mode = avail.target, avail.mode
+    assert target is not None
+    params = scn.emulation_params(job.params, job.emulate_max_elements) if mode == targets.EMULATED else job.params
+    if reason := footprint.guard(scn, params, job.dtype, key.variant, target):
+        return Check("skipped", reason, params), None
+    inputs, ref, tol = data.get(params)
+    built = Check("ok", "", params, tol, params_json(params) if params != job.params else "")
+    specs: list = []  # the CUDA kernels the entry builds, for the static resource report (before any timing)
+    launcher = out = compile_ms = None
+    failed: tuple[str, str] | None = None
+    try:
+        launcher, device_out = _build(key, avail, job, scn, params, inputs, specs)
+        compile_ms = _first_launch(launcher, target, mode)
+        out = np.asarray(target.to_host(device_out))
+    except targets.NotRunnable as exc:
+        failed = ("skipped", str(exc))
+    except Exception as exc:
+        failed = ("error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    found = _resources(key, avail, built, job, scn, specs)  # compile-only rows report resources too
+    if failed:
+        return replace(built, status=failed[0], reason=failed[1], compile_ms=compile_ms, launcher=launcher), found
+    max_rel_err, problem = numerics.judge(out, ref, tol)
+    status, reason = ("mismatch", problem) if problem else ("ok", "")
+    if mode == targets.EMULATED and not reason:
+        where = f" on the slice {built.checked_params}" if built.checked_params else " on the whole case"
+        reason = f"{target.probe().reason}; numerics checked{where}"
+    return replace(built, status=status, reason=reason, compile_ms=compile_ms, max_rel_err=max_rel_err, out=out,
+                 launcher=launcher), found  # fmt: skip
+
+
+def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params: Params,
+           inputs: dict[str, np.ndarray], specs: list) -> tuple[Any, Any]:  # fmt: skip
+    """The entry's launcher and the poisoned output buffer it writes, the kernels it builds recorded."""
+    target = avail.target
+    assert target is not None
+    dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
+    out = target.empty(scn.output_shape(params), job.dtype)
+    target.poison(out)
+    entry = REGISTRY.get(key)
+    with resources.recording(specs) if key.device == "cuda" else contextlib.nullcontext():
+        launcher = entry(dev_inputs, out, params, options(job, key, avail.mode))
+    return launcher, out
+
+
+def _first_launch(launcher: Any, target: targets.Target, mode: str) -> float | None:
+    """Run once (JIT compiles happen here); its time is the compile time, natively only: an interpreter's or a
+    simulator's time is no compile time."""
+    start = time.perf_counter()
+    launcher()
+    target.synchronize()
+    return (time.perf_counter() - start) * 1e3 if mode == targets.NATIVE else None
+
+
+def _resources(
+    key: KernelKey, avail: Availability, check: Check, job: Job, scn: Scenario, specs: list
+) -> KernelResources:
+    """The resources `suite.gpu.resources` reports for the kernels built: the case's own where emulation ran a
+    slice (see `_case_specs`). Analysis never fails the implementation."""
+    built_for = None
+    if key.device == "cuda" and check.run_params != job.params:
+        specs, built_for = _case_specs(key, avail, check, job, scn, specs)
+    found = SimpleNamespace(regs=None, spill_bytes=None, smem_bytes=None, occupancy=None, extra={})
+    resources.annotate(found, key.device, specs, built_for)
+    return KernelResources(found.regs, found.spill_bytes, found.smem_bytes, found.occupancy, found.extra)
+
+
+def _case_specs(key: KernelKey, avail: Availability, check: Check, job: Job, scn: Scenario,
+                slice_specs: list) -> tuple[list, str | None]:  # fmt: skip
+    """The CUDA kernels the entry builds for the case itself, when emulation ran a smaller slice of it.
+
+    A slice may change what is compiled (a narrower row gets a smaller tile), so the resources must come from
+    an entry built for the case's params: built on arrays of the case's shapes that are allocated but never
+    written (untouched pages cost no memory) and never launched. Where that fails, the slice's kernels are
+    reported, and the params they were built for named."""
+    target = avail.target
+    assert target is not None
+    specs: list = []
+    try:
+        shapes = scn.input_shapes(job.params)
+        inputs = {name: target.empty(shape, job.dtype) for name, shape in shapes.items()}
+        out = target.empty(scn.output_shape(job.params), job.dtype)
+        with resources.recording(specs):
+            REGISTRY.get(key)(inputs, out, job.params, options(job, key, avail.mode))
+    except Exception:
+        return slice_specs, check.checked_params or None
+    return specs, None
+
+
+def save_io(key: KernelKey, check: Check, job: Job, data: Inputs) -> None:
+    """Inputs, output and reference of a checked implementation as .npz (save_io=true), to inspect offline."""
+    if not job.io_dir or check.out is None:
+        return
+    inputs, ref, _ = data.get(check.run_params)
+    meta = {"scenario": key.scenario, "params": check.run_params, "dtype": job.dtype, "backend": key.backend,
+            "device": key.device, "variant": key.variant}  # fmt: skip
+    name = f"{key.scenario}_{zlib.crc32(params_json(check.run_params).encode()):08x}_{job.dtype}"
+    path = Path(job.io_dir) / f"{name}__{key.backend}-{key.device}-{key.variant}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **inputs, out=check.out, reference=ref, meta=json.dumps(meta, sort_keys=True))

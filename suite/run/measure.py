@@ -1,0 +1,99 @@
+"""The stages after every implementation of a case is checked: peers, timing, rates and the paired comparison.
+
+Each takes the stages of all the case's implementations (in the order they ran) and returns them with its own
+result added; none changes what an earlier stage found. Only correct, natively run implementations are timed,
+all of one device side by side, so their ratio is honest (see `suite.run.timing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from suite.core import fusion, numerics
+from suite.core.registry import KernelKey
+from suite.core.scenario import Scenario
+from suite.core.targets import NATIVE
+from suite.run.ceiling import Ceiling
+from suite.run.job import Job
+from suite.run.stages import Comparison, Peer, Rates, Stages, Timed
+from suite.run.timing import CpuClock, CudaClock, measure_interleaved
+
+Found = dict[KernelKey, Stages]
+
+
+def peers(found: Found) -> Found:
+    """Largest relative difference of each correct output from the other correct outputs of the same params.
+
+    Both sides passed the reference check, so a difference beyond twice the tolerance means they disagree
+    where the reference cannot arbitrate (for instance, both wrong in different ways within the floor).
+    """
+    good = {k: s.check for k, s in found.items() if s.ok and s.check is not None and s.check.out is not None}
+    out = dict(found)
+    for k, a in good.items():
+        errs = [numerics.rel_err(a.out, b.out) for j, b in good.items() if j != k and a.run_params == b.run_params]
+        worst = max(errs) if errs else None
+        peer = Peer(worst)
+        if worst is not None and a.tolerance and worst > 2 * a.tolerance:
+            peer = Peer(worst, "mismatch", f"differs from another implementation by {worst:.3g} (> 2×tolerance)")
+        out[k] = replace(found[k], peer=peer)
+    return out
+
+
+def timed(found: Found, job: Job, cuda_clock: CudaClock | None) -> Found:
+    """Time every correct, natively run implementation, interleaved with the others of its device."""
+    out = dict(found)
+    for device in ("cpu", "cuda"):
+        group = {k: s.check.launcher for k, s in found.items() if k.device == device and _timeable(s)}
+        if not group:
+            continue
+        clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
+        results = measure_interleaved(dict(group), clock, job.timing)
+        cold = job.timing.cold_cache if device == "cpu" else True  # CUDA always flushes L2
+        for k in group:
+            out[k] = replace(found[k], timing=Timed.of(results[k], cold))
+    return out
+
+
+def _timeable(stages: Stages) -> bool:
+    return stages.ok and stages.mode == NATIVE and stages.check is not None
+
+
+def rated(found: Found, ceilings: dict[str, Ceiling]) -> Found:
+    """GB/s (bytes read + written, as the ceiling's copy counts them) and share of the device's ceiling."""
+    out = {}
+    for k, s in found.items():
+        top = ceilings.get(k.device) if s.mode == NATIVE else None
+        rates = Rates(top.gbps, top.streaming_gbps, top.cache_bytes) if top is not None else Rates()
+        seconds = s.timing.time_ms * 1e-3 if s.timing is not None and s.timing.time_ms else None
+        if seconds and s.ledger is not None:
+            gbps = (s.ledger.bytes_read + s.ledger.bytes_written) / seconds / 1e9
+            pct = 100.0 * gbps / rates.ceiling_gbps if rates.ceiling_gbps else None
+            gflops = s.ledger.flops_modeled / seconds / 1e9 if s.ledger.flops_modeled else None
+            rates = replace(rates, gbps=gbps, pct_of_ceiling=pct, gflops=gflops)
+        out[k] = replace(s, rates=rates)
+    return out
+
+
+def compared(found: Found, scn: Scenario, seed: int) -> Found:
+    """Paired speedup, interval verdict and fusion efficiency of each candidate over its baseline: the
+    scenario's first (candidate, baseline) pair for the variant whose baseline was timed beside it."""
+    done = {(k.backend, k.device, k.variant): (k, s) for k, s in found.items() if s.timing is not None}
+    out = dict(found)
+    for (backend, device, variant), (k, cand) in done.items():
+        pair = next((b for c, b in scn.pairs if c == variant and (backend, device, b) in done), None)
+        if pair is not None:
+            out[k] = replace(cand, comparison=_compare(pair, done[(backend, device, pair)][1], cand, seed))
+    return out
+
+
+def _compare(baseline: str, base: Stages, cand: Stages, seed: int) -> Comparison:
+    assert base.timing is not None and cand.timing is not None
+    c = fusion.compare(list(base.timing.times_ms), list(cand.timing.times_ms), seed)
+    efficiency = None
+    if base.ledger is not None and cand.ledger is not None:
+        removed = (base.ledger.bytes_read + base.ledger.bytes_written) - (
+            cand.ledger.bytes_read + cand.ledger.bytes_written
+        )
+        top = cand.rates.ceiling_gbps if cand.rates is not None else None
+        efficiency = fusion.efficiency(base.timing.time_ms, cand.timing.time_ms, removed, top or 0)
+    return Comparison(baseline, c.speedup, c.lo, c.hi, c.verdict, efficiency)
