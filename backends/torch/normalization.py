@@ -9,7 +9,6 @@ pow/mean/add/rsqrt/mul kernels; on CUDA it is one fused kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -17,9 +16,7 @@ import torch.nn.functional as F
 
 from backends.torch import BACKEND
 from scenarios.normalization import EPS
-from suite.core.registry import kernel
-
-Launcher = Callable[[], None]
+from suite.core.registry import Launcher, kernel
 
 
 def layernorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:

@@ -30,9 +30,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 
 from suite.core.errors import ConfigError
+from suite.core.registry import Launcher
 from suite.core.targets import Target, register_target
-
-Launcher = Callable[[], None]
 
 
 @dataclass(frozen=True)
