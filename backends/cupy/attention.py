@@ -28,6 +28,7 @@ import numpy as np
 
 from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
+from suite.core.launch import cdiv
 from suite.core.registry import kernel
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
@@ -335,7 +336,7 @@ def _dtype(inputs: dict[str, Any], out: Any) -> str:
 
 
 def _tiled(params: dict) -> tuple[tuple[int, int], tuple[int], np.int32, np.float32]:
-    grid = (math.ceil(params["seq_len"] / params["block_m"]), params["batch"] * params["heads"])
+    grid = (cdiv(params["seq_len"], params["block_m"]), params["batch"] * params["heads"])
     return (
         grid,
         (2 * int(params["block_m"]),),
@@ -361,7 +362,7 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Calla
     rows = params["batch"] * params["heads"] * params["seq_len"]
     launches = [
         (scores, grid, block, (inputs["q"], inputs["k"], s, seq_len, scale)),
-        (softmax, (math.ceil(rows / ROWS),), (ROWS * ROW_THREADS,), (s, p, np.int64(rows), seq_len)),
+        (softmax, (cdiv(rows, ROWS),), (ROWS * ROW_THREADS,), (s, p, np.int64(rows), seq_len)),
         (pv, grid, block, (p, inputs["v"], out, seq_len)),
     ]
     return _launcher(launches, opts)

@@ -20,6 +20,7 @@ import numpy as np
 
 from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
+from suite.core.launch import cdiv
 from suite.core.registry import kernel
 
 CONVERSIONS = r"""
@@ -84,8 +85,8 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
 
 
 def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Callable[[], None]:
-    block = int(opts.get("block", 256))
-    grid, size = ((n + block - 1) // block,), np.int64(n)
+    block = BACKEND.option(opts, "block")
+    grid, size = (cdiv(n, block),), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
     context = BACKEND.launch_stream(opts.get("stream"))
 

@@ -14,7 +14,6 @@ PTX conversions of the elementwise module (NVRTC from the wheels has no cuda_fp1
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 from backends.cupy import BACKEND, TARGET, cupy
 from backends.cupy.build import ARCH, build
 from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
+from suite.core.launch import cdiv
 from suite.core.registry import kernel
 from suite.core.targets import NATIVE, NotRunnable
 
@@ -168,8 +168,8 @@ def _launcher(
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = TARGET.empty(out.shape, dtype) if separate else out
-    block = int(opts.get("block", 256))
-    flat = (max(1, math.ceil(m * n / block)),)
+    block = BACKEND.option(opts, "block")
+    flat = (max(1, cdiv(m * n, block)),)
     dims = (np.int32(m), np.int32(n), np.int32(k))
     steps: list[Callable[[], None]] = []
     if matmul == "unblocked":
@@ -181,7 +181,7 @@ def _launcher(
         tm, tn = thread_tile(bm, bn)
         threads = (bn // tn, bm // tm)
         k_tiled = _compiled("tiled", dtype, threads[0] * threads[1], (bm, bn, bk), epilogue and fuse)
-        grid = (math.ceil(n / bn), math.ceil(m / bm))
+        grid = (cdiv(n, bn), cdiv(m, bm))
         steps.append(_step(k_tiled, grid, threads, (a, b, bias, mid, *dims)))
     else:
         steps.append(_cublas(a, b, mid))

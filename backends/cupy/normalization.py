@@ -25,6 +25,7 @@ from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from backends.cupy.elementwise_chain import CONVERSIONS
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
+from suite.core.launch import cdiv, chunk_columns, row_threads
 from suite.core.registry import kernel
 
 CTYPES = {"float32": "float", "float16": "half_bits"}
@@ -205,15 +206,10 @@ ELEMENTWISE_OPS = {
 """op -> (per-row prepared value s, output expression of v); unused pointers are passed a placeholder."""
 
 
-def block_of(cols: int, tile: int) -> int:
-    """Columns per chunk: the tile, or the smallest power of two holding a narrower row."""
-    return min(tile, 1 << max(0, cols - 1).bit_length())
-
-
 def fused_source(op: str, dtype: str, block: int, threads: int) -> tuple[str, str]:
     """(CUDA source, kernel name) of the fused kernel for chunks of `block` columns and `threads` threads."""
     name = f"{op}_fused_{dtype}_b{block}_t{threads}"
-    shape = {"T": CTYPES[dtype], "BLOCK": block, "THREADS": threads, "ITEMS": -(-block // threads)}
+    shape = {"T": CTYPES[dtype], "BLOCK": block, "THREADS": threads, "ITEMS": cdiv(block, threads)}
     head = HEAD.format(name=name, params=FUSED_PARAMS[op].format(**shape), **shape)
     return CONVERSIONS + REDUCTIONS + head + FUSED_BODY[op].format(**shape) + "}\n", name
 
@@ -221,7 +217,7 @@ def fused_source(op: str, dtype: str, block: int, threads: int) -> tuple[str, st
 def step_source(op: str, dtype: str, block: int, threads: int) -> tuple[str, str]:
     """(CUDA source, kernel name) of one unfused step."""
     name = f"{op}_step_{dtype}_b{block}_t{threads}"
-    shape = {"name": name, "T": CTYPES[dtype], "BLOCK": block, "THREADS": threads, "ITEMS": -(-block // threads)}
+    shape = {"name": name, "T": CTYPES[dtype], "BLOCK": block, "THREADS": threads, "ITEMS": cdiv(block, threads)}
     if kind(op) == "reduce":
         init, combine, block_fn, finish = REDUCE_OPS[op]
         body = REDUCE.format(init=init, combine=combine, block=block_fn, finish=finish, **shape)
@@ -236,20 +232,11 @@ def _compiled(source: tuple[str, str], threads: int) -> Any:
     return build(*source, threads=threads)
 
 
-MAX_ITEMS = 64
-"""Registers per thread a chunk may take: a wider chunk gets more threads (at 128 items ptxas spills).
-opts["max_items"] raises it, to show what a fused kernel holding too much of its row per thread costs."""
-
-
-def threads_for(block: int, opts: dict) -> int:
-    """opts["block"] threads (a multiple of 32), but no more than a quarter of a chunk's columns (at least a
-    warp: each thread takes a few columns), and more where a chunk would need more than max_items each."""
-    threads, max_items = int(opts.get("block", 256)), int(opts.get("max_items", MAX_ITEMS))
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise ValueError(f"cupy normalization: block={threads} threads must be a multiple of 32 in 32..1024")
-    if not 1 <= max_items <= 512:
-        raise ValueError(f"cupy normalization: max_items={max_items} must be in 1..512")
-    return min(1024, max(min(threads, max(32, block // 4)), block // max_items))
+def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
+    """(BLOCK, THREADS) of a case: its chunk of columns, and the threads given a row for the options `block` and
+    `max_items` (the latter shows what a fused kernel holding too much of its row per thread costs)."""
+    block = chunk_columns(cols, int(params["tile"]))
+    return block, row_threads(block, BACKEND.option(opts, "block"), BACKEND.option(opts, "max_items"))
 
 
 def _launcher(launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], threads: int, opts: dict) -> Callable:
@@ -265,8 +252,7 @@ def _launcher(launches: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], thre
 
 def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     rows, cols = out.shape
-    block, dtype = block_of(cols, int(params["tile"])), np.dtype(out.dtype).name
-    threads = threads_for(block, opts)
+    (block, threads), dtype = geometry(cols, params, opts), np.dtype(out.dtype).name
     k = _compiled(fused_source(op, dtype, block, threads), threads)
     names = {"layernorm": ("x", "weight", "bias"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}[op]
     return _launcher([(k, (rows,), (*(inputs[n] for n in names), out, np.int64(cols)))], threads, opts)
@@ -274,8 +260,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
 
 def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     rows, cols = out.shape
-    block, dtype = block_of(cols, int(params["tile"])), np.dtype(out.dtype).name
-    threads = threads_for(block, opts)
+    (block, threads), dtype = geometry(cols, params, opts), np.dtype(out.dtype).name
     env = dict(inputs) | {"y": out}
     placeholder = TARGET.empty((1,), "float32")
     launches = []
@@ -290,7 +275,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
             continue
         stat = env[st.reads[1]] if kind(st.op) == "rowwise" else placeholder
         w, b = env.get("weight", src), env.get("bias", src)
-        launches.append((k, (rows, -(-cols // block)), (src, stat, w, b, dst, np.int64(cols))))
+        launches.append((k, (rows, cdiv(cols, block)), (src, stat, w, b, dst, np.int64(cols))))
     return _launcher(launches, threads, opts)
 
 

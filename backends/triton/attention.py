@@ -24,6 +24,7 @@ import triton.language as tl
 
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
+from suite.core.launch import cdiv, next_power_of_two
 from suite.core.registry import kernel
 
 
@@ -160,13 +161,13 @@ def tile_constants(params: dict) -> dict[str, Any]:
         "CAUSAL": bool(params["causal"]),
         "BLOCK_M": int(params["block_m"]),
         "BLOCK_N": int(params["block_n"]),
-        "BLOCK_D": max(16, triton.next_power_of_2(int(params["head_dim"]))),
+        "BLOCK_D": max(16, next_power_of_two(int(params["head_dim"]))),
         "PRECISION": "ieee",
     }
 
 
 def softmax_block(seq_len: int) -> int:
-    return min(SOFTMAX_BLOCK, max(16, triton.next_power_of_2(seq_len)))
+    return min(SOFTMAX_BLOCK, max(16, next_power_of_two(seq_len)))
 
 
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
@@ -201,7 +202,7 @@ def _shape(params: dict) -> tuple[int, int, float]:
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
-    grid = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
     return _launcher([(_flash_kernel, grid, args, consts)], opts, _dtype(out))
 
@@ -211,7 +212,7 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Calla
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
-    tiled = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    tiled = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     steps: list[Step] = [
         (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts),
         (_softmax_kernel, (heads * seq_len,), (s, p, seq_len),

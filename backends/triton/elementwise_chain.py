@@ -18,6 +18,7 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
+from suite.core.launch import cdiv
 from suite.core.registry import kernel
 
 
@@ -32,9 +33,9 @@ def _chain_kernel(x_ptr, y_ptr, n, CHAIN: tl.constexpr, BLOCK: tl.constexpr):
 
 def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Callable[[], None]:
     """Compile every step now (so the first timed call does not) and return a closure that only launches."""
-    block = int(opts.get("block", 1024))
+    block = BACKEND.option(opts, "block")
     num_warps = int(opts.get("num_warps", 4))
-    grid = (triton.cdiv(n, block),)
+    grid = (cdiv(n, block),)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for x, y, chain in steps:  # compiles without launching (a no-op in the interpreter)
         compiled = _chain_kernel.warmup(x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps, grid=grid)

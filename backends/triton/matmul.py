@@ -25,6 +25,7 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.ops import gelu
 from backends.triton.record import record_triton
+from suite.core.launch import cdiv
 from suite.core.registry import kernel
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
@@ -93,14 +94,14 @@ def _launcher(
     steps: list[tuple[Any, tuple, tuple, dict]] = []
     if matmul == "unblocked":
         meta = {"BLOCK": UNBLOCKED_BLOCK, "KC": UNBLOCKED_KC, "num_warps": 4}
-        steps.append((_unblocked_kernel, (triton.cdiv(m * n, UNBLOCKED_BLOCK),), (a, b, mid, m, n, k), meta))
+        steps.append((_unblocked_kernel, (cdiv(m * n, UNBLOCKED_BLOCK),), (a, b, mid, m, n, k), meta))
     else:
         bm, bn, bk = params["tile"]
         meta = {"BM": bm, "BN": bn, "BK": bk, "EPILOGUE": epilogue and fuse, "num_warps": num_warps(bm, bn)}
-        steps.append((_tiled_kernel, (triton.cdiv(m, bm), triton.cdiv(n, bn)), (a, b, bias, mid, m, n, k), meta))
+        steps.append((_tiled_kernel, (cdiv(m, bm), cdiv(n, bn)), (a, b, bias, mid, m, n, k), meta))
     if separate:
         meta = {"BLOCK": EPILOGUE_BLOCK, "num_warps": 4}
-        steps.append((_bias_gelu_kernel, (triton.cdiv(m * n, EPILOGUE_BLOCK),), (mid, bias, out, m * n, n), meta))
+        steps.append((_bias_gelu_kernel, (cdiv(m * n, EPILOGUE_BLOCK),), (mid, bias, out, m * n, n), meta))
     for fn, grid, args, meta in steps:
         compiled = fn.warmup(*args, grid=grid, **meta)
         constexprs = {k: v for k, v in meta.items() if k != "num_warps"}

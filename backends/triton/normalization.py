@@ -26,6 +26,7 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
+from suite.core.launch import cdiv, chunk_columns
 from suite.core.registry import kernel
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
@@ -215,7 +216,7 @@ Launch = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: str, rows: int, cols: int,
                 tile: int) -> Launch:  # fmt: skip
     """(kernel, grid, args, constexprs) of one step of the decomposition."""
-    chunks = (rows, triton.cdiv(cols, tile))
+    chunks = (rows, cdiv(cols, tile))
     src, dst = env[reads[0]], env[writes]
     template = kind(op)
     if template == "reduce":
@@ -244,22 +245,17 @@ def _launcher(launches: list[Launch], tile: int, opts: dict) -> Callable[[], Non
     return launch
 
 
-def block_of(cols: int, tile: int) -> int:
-    """TILE of a launch: the case's tile, or the smallest power of two holding a narrower row."""
-    return min(tile, triton.next_power_of_2(cols))
-
-
 def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     fn, names = FUSED[op]
     rows, cols = out.shape[0], out.shape[1]
-    tile = block_of(cols, int(params["tile"]))
+    tile = chunk_columns(cols, int(params["tile"]))  # TILE of the launch
     args = (*(inputs[n] for n in names), out, cols)
     return _launcher([(fn, (rows,), args, {"ONE_TILE": cols <= tile})], tile, opts)
 
 
 def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
     rows, cols = out.shape[0], out.shape[1]
-    tile = block_of(cols, int(params["tile"]))
+    tile = chunk_columns(cols, int(params["tile"]))  # TILE of the launch
     env = dict(inputs) | {"y": out}
     launches = []
     for st in DECOMPOSITIONS[op]:

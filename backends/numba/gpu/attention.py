@@ -28,6 +28,7 @@ import numpy as np
 
 from backends.numba import simulating, stream_arg
 from backends.numba.record import record_numba
+from suite.core.launch import cdiv
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -57,7 +58,7 @@ def config(block_m: int, block_n: int, head_dim: int) -> SimpleNamespace:
     shared = 4 * (block_m * (DC + 1) + buf + block_m * (block_n + 1) + 3 * block_m + 4 * block_m)
     return SimpleNamespace(
         BM=block_m, BN=block_n, D=head_dim, TR=block_m // RM, THREADS=2 * block_m, CN=block_n // TC,
-        CHUNKS=math.ceil(head_dim / DC), DN=math.ceil(head_dim / TC), BUF=buf, KC=kc, shared_bytes=shared,
+        CHUNKS=cdiv(head_dim, DC), DN=cdiv(head_dim, TC), BUF=buf, KC=kc, shared_bytes=shared,
     )  # fmt: skip
 
 
@@ -330,7 +331,7 @@ def _check(inputs: dict[str, Any], out: Any) -> None:
 
 
 def _grid(params: dict) -> tuple[int, int]:
-    return math.ceil(params["seq_len"] / params["block_m"]), params["batch"] * params["heads"]
+    return cdiv(params["seq_len"], params["block_m"]), params["batch"] * params["heads"]
 
 
 @kernel(scenario="attention", backend="numba", variant="fused", device="cuda")
@@ -352,7 +353,7 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     rows = params["batch"] * params["heads"] * params["seq_len"]
     steps = [
         ("scores", grid, threads, (inputs["q"], inputs["k"], s, scale)),
-        ("softmax", (math.ceil(rows / ROWS),), ROWS * ROW_THREADS, (s, p)),
+        ("softmax", (cdiv(rows, ROWS),), ROWS * ROW_THREADS, (s, p)),
         ("pv", grid, threads, (p, inputs["v"], out)),
     ]
     return _launcher(steps, params, opts)

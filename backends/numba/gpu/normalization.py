@@ -21,9 +21,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating, stream_arg
+from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.record import record_numba
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
+from suite.core.launch import cdiv, chunk_columns, row_threads
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -33,8 +34,6 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 
 ZERO, ONE, EPS32 = np.float32(0.0), np.float32(1.0), np.float32(EPS)
 NEG_INF = np.float32(-np.inf)
-MAX_ITEMS = 64
-"""Local-array items per thread; a wider chunk gets more threads."""
 SUB, NORMALIZE, DIVIDE, EXP, SCALE, SCALE_SHIFT = range(6)
 ELEMENTWISE_CODES = {"center": SUB, "shift": SUB, "normalize": NORMALIZE, "divide": DIVIDE, "exp": EXP,
                      "scale": SCALE, "scale_shift": SCALE_SHIFT}  # fmt: skip
@@ -95,7 +94,7 @@ def _reductions() -> tuple[Any, Any]:
 @functools.cache
 def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
     """The fused kernel as a Python function (what `cuda.jit` and `cuda.compile_ptx` take)."""
-    items = -(-block // threads)
+    items = cdiv(block, threads)
     block_sum, block_max = _reductions()
 
     def layernorm(x, w, b, y):  # type: ignore[no-untyped-def]
@@ -192,7 +191,7 @@ def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
 @functools.cache
 def step_source(op: str, block: int, threads: int) -> Callable[..., None]:
     """One unfused step as a Python function: a row reduction, or an elementwise kernel on (rows, chunks)."""
-    items = -(-block // threads)
+    items = cdiv(block, threads)
     block_sum, block_max = _reductions()
     template = kind(op)
 
@@ -244,18 +243,11 @@ def step_source(op: str, block: int, threads: int) -> Callable[..., None]:
     return pointwise
 
 
-def block_of(cols: int, tile: int) -> int:
-    """Columns per chunk: the tile, or the smallest power of two holding a narrower row."""
-    return min(tile, 1 << max(0, cols - 1).bit_length())
-
-
-def threads_for(block: int, opts: dict) -> int:
-    """opts["block"] threads (a multiple of 32), but no more than a quarter of a chunk's columns (at least a
-    warp: each thread takes a few columns), and more where a chunk would need more than MAX_ITEMS each."""
-    threads = int(opts.get("block", 256))
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise ValueError(f"numba/cuda normalization: block={threads} threads must be a multiple of 32 in 32..1024")
-    return min(1024, max(min(threads, max(32, block // 4)), block // MAX_ITEMS))
+def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
+    """(BLOCK, THREADS) of a case: its chunk of columns, and the threads given a row for the option `block`
+    (at most `suite.core.launch.MAX_ITEMS` local-array items each: a wider chunk gets more threads)."""
+    block = chunk_columns(cols, int(params["tile"]))
+    return block, row_threads(block, BACKEND.option(opts, "block"))
 
 
 FUSED_INPUTS = {"layernorm": ("x", "weight", "bias"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}
@@ -263,9 +255,7 @@ FUSED_INPUTS = {"layernorm": ("x", "weight", "bias"), "rmsnorm": ("x", "weight")
 
 def kernel_sources(op: str, variant: str, params: dict, dtype: str) -> dict[str, tuple[Callable[..., None], str]]:
     """A variant's kernels as name -> (Python function, signature), for compiling without a GPU."""
-    cols, tile = params["cols"], params["tile"]
-    block = block_of(cols, tile)
-    threads = threads_for(block, {})
+    block, threads = geometry(params["cols"], params, {})
     mat, vec, stat = f"{dtype}[:, ::1]", f"{dtype}[::1]", "float32[::1]"
     if variant == "fused":
         args = [mat if n == "x" else vec for n in FUSED_INPUTS[op]] + [mat]
@@ -312,8 +302,7 @@ def _check(op: str, inputs: dict[str, Any], out: Any) -> None:
 def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     _check(op, inputs, out)
     rows, cols = out.shape
-    block = block_of(cols, int(params["tile"]))
-    threads = threads_for(block, opts)
+    block, threads = geometry(cols, params, opts)
     args = (*(inputs[n] for n in FUSED_INPUTS[op]), out)
     stream = stream_arg(opts.get("stream"))
     return _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
@@ -322,8 +311,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
 def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     _check(op, inputs, out)
     rows, cols = out.shape
-    block = block_of(cols, int(params["tile"]))
-    threads, stream = threads_for(block, opts), stream_arg(opts.get("stream"))
+    (block, threads), stream = geometry(cols, params, opts), stream_arg(opts.get("stream"))
     env = dict(inputs) | {"y": out}
     placeholder = cuda.device_array(1, dtype=np.float32)
     steps = []
@@ -337,7 +325,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
             continue
         stat_arg = env[st.reads[1]] if kind(st.op) == "rowwise" else placeholder
         w, b = env.get("weight", src[0]), env.get("bias", src[0])
-        grid = (rows, -(-cols // block))
+        grid = (rows, cdiv(cols, block))
         steps.append(_prepared(key, grid, threads, stream, (src, stat_arg, w, b, dst), st.op))
 
     def launch() -> None:
