@@ -28,10 +28,10 @@ import numpy as np
 
 from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
+from backends.cupy.device import CTYPES
 from suite.core.launch import cdiv
 from suite.core.registry import kernel
 
-CTYPES = {"float32": "float", "float16": "half_bits"}
 SHARED_LIMIT = 48 * 1024
 """Static shared memory per block without an opt-in."""
 ROW_THREADS, ROWS = 8, 16

@@ -9,7 +9,7 @@ baked into the source so every loop over it unrolls. With `fused` the bias+gelu 
 tile before its only store; otherwise it is its own elementwise kernel reading A·B back in the storage dtype.
 `library` is `cupy.matmul` (cuBLAS; float16 accumulates in float32, float32 stays full float32 unless the user
 sets CUPY_TF32) followed, with the epilogue, by the same elementwise kernel. float16 storage goes through the
-PTX conversions of the elementwise module (NVRTC from the wheels has no cuda_fp16.h).
+PTX conversions of `backends.cupy.device` (NVRTC from the wheels has no cuda_fp16.h).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from backends.cupy import BACKEND, TARGET, cupy
 from backends.cupy.build import ARCH, build
-from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
+from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch import cdiv
 from suite.core.registry import kernel
 from suite.core.targets import NATIVE, NotRunnable

@@ -9,8 +9,8 @@ the total without another barrier.
 
 Unfused walks the scenario's decomposition: a row reduction per statistic (one block per row, a strided loop),
 and one elementwise kernel per matrix step on a (rows, cdiv(cols, BLOCK)) grid. Matrices are stored in the
-case's dtype, statistics in float32. float16 is handled as raw bits with the conversions of the elementwise
-module (no cuda_fp16.h: NVRTC from the wheels has no include path); sqrtf, division and expf are the accurate
+case's dtype, statistics in float32. float16 is handled as raw bits with the conversions of `backends.cupy.device`
+(no cuda_fp16.h: NVRTC from the wheels has no include path); sqrtf, division and expf are the accurate
 ones, the same in both variants.
 """
 
@@ -23,12 +23,10 @@ import numpy as np
 
 from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
-from backends.cupy.elementwise_chain import CONVERSIONS
+from backends.cupy.device import CONVERSIONS, CTYPES
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core.launch import cdiv, chunk_columns, row_threads
 from suite.core.registry import kernel
-
-CTYPES = {"float32": "float", "float16": "half_bits"}
 
 REDUCTIONS = rf"""
 #define EPS {EPS!r}f
