@@ -54,7 +54,7 @@ for op, code in tn.CODES.items():
 
 NUMBA_SCRIPT = """
 import json, sys
-from backends.numba.gpu import normalization
+from backends.numba.on_cuda import normalization
 from backends.numba.compile import compile_kernels
 
 dtype = sys.argv[1]

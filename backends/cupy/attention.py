@@ -1,6 +1,6 @@
 """Attention in CuPy: generated CUDA C (RawKernels, so NVRTC checks them without a GPU), fused and unfused.
 
-The tiling is the Numba CUDA one (backends/numba/gpu/attention.py): a block per (query tile of BM rows,
+The tiling is the Numba CUDA one (backends/numba/on_cuda/attention.py): a block per (query tile of BM rows,
 batch·head) with 2·BM threads in a (BM/4) × 8 grid; each thread computes a 4 × BN/8 patch of the score tile
 in registers and owns the float32 output accumulator of its 4 rows at dims tx + 8·e. Q, K and V reach shared
 memory in chunks of 32 dims (Numba stages V by whole rows instead: it does not unroll the chunk loop, which
