@@ -44,7 +44,7 @@ def build(fn, dtype, const):
 cases = [(op, dtype, tile, one) for op in tn.FUSED for dtype in ("fp32", "fp16") for tile, one in
          ((4096, True), (4096, False))] + [(op, "fp16", 16384, False) for op in tn.FUSED]
 for op, dtype, tile, one in cases:
-    k, log = build(tn.FUSED[op][0], dtype, {"TILE": tile, "ONE_TILE": one})
+    k, log = build(tn.FUSED[op], dtype, {"TILE": tile, "ONE_TILE": one})
     print(json.dumps({"kernel": f"{op} fused {dtype} tile={tile} one_tile={one}", "ptx": k.asm["ptx"], "ptxas": log}))
 for op, code in tn.CODES.items():
     fn = TEMPLATES[kind(op)]
