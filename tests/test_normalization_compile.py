@@ -100,7 +100,8 @@ def test_numba_cuda_kernels_compile_for_sm90(dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90
-    from backends.cupy.normalization import fused_source, geometry, step_source
+    from backends.cupy.normalization import geometry
+    from backends.cupy.normalization_kernels import fused_source, step_source
 
     sources = []
     for cols, tile in ((193, 64), (4096, 4096), (65536, 16384)):
