@@ -27,7 +27,7 @@ KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
     [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
 )
 def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str) -> None:
-    from backends.cupy.attention import shared_bytes, source
+    from backends.cupy.attention_kernels import shared_bytes, source
     from backends.cupy.build import compile_sm90
 
     params = {**DEFAULT, "head_dim": head_dim, "causal": causal}
