@@ -49,7 +49,8 @@ def test_cupy_refuses_tiles_over_the_shared_memory_limit() -> None:
 
 @pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_cuda_refuses_tiles_over_the_shared_memory_limit() -> None:
-    from backends.numba.on_cuda.attention import config, fused
+    from backends.numba.on_cuda.attention import fused
+    from backends.numba.on_cuda.attention_tiles import config
 
     assert config(64, 64, 256).shared_bytes == config(64, 64, 16).shared_bytes <= 48 * 1024
     x = np.zeros((1, 1, 193, 64), np.float32)
