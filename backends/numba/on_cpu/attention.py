@@ -2,225 +2,30 @@
 
 Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in
 parallel with `prange`; each task streams the keys in tiles of block_n. Both variants share the tile code
-below, on float32 scratch tiles that stay in cache: the query tile transposed and pre-scaled by 1/√d, the
-scores key-major (st[j, i]) and the value tile. Every inner loop then runs along a contiguous axis with no
-reduction in it (over queries for Q·Kᵀ and the softmax, over head_dim for P·V), so LLVM vectorises it
-without reassociating sums, and results do not depend on the vector width. The unfused kernels store S and
-P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in fusion.
+of `attention_kernels`, on float32 scratch tiles that stay in cache: the query tile transposed and
+pre-scaled by 1/√d, the scores key-major (st[j, i]) and the value tile. Every inner loop then runs along a
+contiguous axis with no reduction in it (over queries for Q·Kᵀ and the softmax, over head_dim for P·V), so
+LLVM vectorises it without reassociating sums, and results do not depend on the vector width. The unfused
+kernels store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ
+only in fusion.
 
-`_exp` is a vectorisable float32 exp (Cody–Waite reduction and the Cephes polynomial, error under 2 ulp):
-libm's expf is a call per element and would dominate both variants. It is not backends.numba.ops.exp_float32,
-which keeps a NaN a NaN: here a NaN argument can only be −inf − (−inf), a running max and a tile max both
-still fully masked, whose weight must be 0. Half-precision arrays arrive as their
-uint16 bits (Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
+The kernels are `attention_kernels` (with the vectorisable exp both variants use); this module prepares
+their arguments and compiles them for exactly those. Half-precision arrays arrive as their uint16 bits
+(Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from types import SimpleNamespace
 from typing import Any
 
 import numba
 import numpy as np
-from numba import njit, prange
-from numba.extending import register_jitable
 
-from backends.numba.ops import CODECS, _float_from_bits
+from backends.numba.on_cpu.attention_kernels import F32, kernels
+from backends.numba.ops import CODECS
 from suite.core.registry import Launcher, kernel
-
-F32 = np.float32
-ZERO, ONE, NEG_INF = F32(0.0), F32(1.0), F32(-np.inf)
-FASTMATH = {"contract"}
-"""Fused multiply-add only: sums are never reassociated, so results do not depend on vector width."""
-
-LOG2E, LN2_HI, LN2_LO = F32(1.4426950408889634), F32(0.693359375), F32(-2.12194440e-4)
-ROUND = F32(12582912.0)
-"""1.5·2²³: adding and subtracting it rounds a float32 of magnitude < 2²² to the nearest integer."""
-EXP_MIN = F32(-87.0)
-"""Below this exp(x) is under the smallest normal float32 and is returned as 0 (masked scores are -inf)."""
-EXP_POLY = tuple(F32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                                  1.6666665459e-1, 5.0000001201e-1))  # fmt: skip
-P0, P1, P2, P3, P4, P5 = EXP_POLY
-
-
-@register_jitable
-def _exp(x: float) -> float:
-    """exp(x) for float32 x ≤ 0 (softmax arguments), branch-free so that loops over it vectorise."""
-    xc = max(x, EXP_MIN)
-    n = (xc * LOG2E + ROUND) - ROUND
-    r = (xc - n * LN2_HI) - n * LN2_LO
-    p = ((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5
-    y = (p * r * r + r + ONE) * _float_from_bits(np.int32((np.int32(n) + 127) << 23))
-    return y if x >= EXP_MIN else ZERO
-
-
-@register_jitable
-def _max(a: float, b: float) -> float:
-    """max as a select, which vectorises (Numba's builtin max branches on NaN)."""
-    return b if b > a else a
-
-
-@register_jitable
-def _first_row(key: int, q0: int, causal: bool) -> int:
-    """The first row of the query tile starting at q0 that sees `key`: 0, or key - q0 under the causal mask."""
-    return max(0, key - q0) if causal else 0
-
-
-@register_jitable
-def _pv_tile(pt: Any, vt: Any, acc: Any, rows: int, cols: int, head_dim: int) -> None:
-    """acc[i, :] += Σ_j pt[j, i]·vt[j, :], four keys per pass over the accumulator row, summed in key order."""
-    for i in range(rows):
-        j = 0
-        while j + 4 <= cols:
-            a0, a1, a2, a3 = pt[j, i], pt[j + 1, i], pt[j + 2, i], pt[j + 3, i]
-            for d in range(head_dim):
-                acc[i, d] = (((acc[i, d] + a0 * vt[j, d]) + a1 * vt[j + 1, d]) + a2 * vt[j + 2, d]) + a3 * vt[j + 3, d]
-            j += 4
-        for jj in range(j, cols):
-            a = pt[jj, i]
-            for d in range(head_dim):
-                acc[i, d] += a * vt[jj, d]
-
-
-@functools.cache
-def _kernels(dtype: str) -> SimpleNamespace:
-    """The four kernels for arrays stored as `dtype` (float16 as uint16 bits), built once per dtype.
-
-    Score tiles are key-major, st[j, i] for key j and query i, and so are the unfused S and P (stored as Sᵀ,
-    Pᵀ): the softmax's max and sum then run across queries, element by element, instead of along a row,
-    where a float reduction cannot be vectorised without reassociating it.
-    """
-    load, store = CODECS[dtype]
-
-    @register_jitable
-    def load_qt(q, bh, q0, rows, head_dim, scale, qt):  # type: ignore[no-untyped-def]
-        for i in range(rows):
-            for d in range(head_dim):
-                qt[d, i] = load(q[bh, q0 + i, d]) * scale
-
-    @register_jitable
-    def load_v(v, bh, n0, cols, head_dim, vt):  # type: ignore[no-untyped-def]
-        for j in range(cols):
-            for d in range(head_dim):
-                vt[j, d] = load(v[bh, n0 + j, d])
-
-    @register_jitable
-    def qk_tile(k, bh, n0, cols, head_dim, qt, st, rows):  # type: ignore[no-untyped-def]
-        """st[j, i] = Σ_d k[j, d]·qt[d, i]: the inner loop runs over queries, contiguous in qt and st."""
-        for j in range(cols):
-            for i in range(rows):
-                st[j, i] = ZERO
-            for d in range(head_dim):
-                a = load(k[bh, n0 + j, d])
-                for i in range(rows):
-                    st[j, i] += a * qt[d, i]
-
-    @njit(parallel=True, fastmath=FASTMATH)
-    def flash(q, k, v, out, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
-        heads, seq_len, head_dim = q.shape
-        tiles = (seq_len + block_m - 1) // block_m
-        for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
-            rows = min(block_m, seq_len - q0)
-            qt, st = np.empty((head_dim, block_m), F32), np.empty((block_n, block_m), F32)
-            vt, acc = np.empty((block_n, head_dim), F32), np.zeros((block_m, head_dim), F32)
-            m, den = np.full(block_m, NEG_INF, F32), np.zeros(block_m, F32)  # running max and sum per query
-            top, alpha, total = np.empty(block_m, F32), np.empty(block_m, F32), np.empty(block_m, F32)
-            load_qt(q, bh, q0, rows, head_dim, scale, qt)
-            end = min(seq_len, q0 + rows) if causal else seq_len
-            for n0 in range(0, end, block_n):
-                cols = min(block_n, end - n0)
-                load_v(v, bh, n0, cols, head_dim, vt)
-                qk_tile(k, bh, n0, cols, head_dim, qt, st, rows)
-                top[:rows] = m[:rows]
-                for j in range(cols):  # hide masked scores; the running max of each query
-                    lo = min(_first_row(n0 + j, q0, causal), rows)
-                    st[j, :lo] = NEG_INF
-                    for i in range(lo, rows):
-                        top[i] = _max(top[i], st[j, i])
-                for i in range(rows):  # every query sees key 0 in the first tile, so top is finite
-                    alpha[i], total[i] = _exp(m[i] - top[i]), ZERO
-                for j in range(cols):
-                    for i in range(rows):
-                        st[j, i] = _exp(st[j, i] - top[i])
-                        total[i] += st[j, i]
-                for i in range(rows):  # online softmax: rescale what was summed under the old maximum
-                    m[i], den[i] = top[i], den[i] * alpha[i] + total[i]
-                    for d in range(head_dim):
-                        acc[i, d] *= alpha[i]
-                _pv_tile(st, vt, acc, rows, cols, head_dim)
-            for i in range(rows):
-                inv = ONE / den[i]
-                for d in range(head_dim):
-                    out[bh, q0 + i, d] = store(acc[i, d] * inv)
-
-    @njit(parallel=True, fastmath=FASTMATH)
-    def scores(q, k, s_t, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
-        heads, seq_len, head_dim = q.shape
-        tiles = (seq_len + block_m - 1) // block_m
-        for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
-            rows = min(block_m, seq_len - q0)
-            qt, st = np.empty((head_dim, block_m), F32), np.empty((block_n, block_m), F32)
-            load_qt(q, bh, q0, rows, head_dim, scale, qt)
-            end = min(seq_len, q0 + rows) if causal else seq_len
-            for n0 in range(0, end, block_n):
-                cols = min(block_n, end - n0)
-                qk_tile(k, bh, n0, cols, head_dim, qt, st, rows)
-                for j in range(cols):  # masked scores are not stored: the softmax and P·V never read them
-                    for i in range(_first_row(n0 + j, q0, causal), rows):
-                        s_t[bh, n0 + j, q0 + i] = store(st[j, i])
-
-    @njit(parallel=True, fastmath=FASTMATH)
-    def softmax(s_t, p_t, causal, block_m):  # type: ignore[no-untyped-def]
-        heads, seq_len, _ = s_t.shape
-        tiles = (seq_len + block_m - 1) // block_m
-        for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
-            rows = min(block_m, seq_len - q0)
-            end = min(seq_len, q0 + rows) if causal else seq_len
-            e = np.empty((end, block_m), F32)  # the tile's scores, then exponentials: read from S once
-            top, total = np.full(block_m, NEG_INF, F32), np.zeros(block_m, F32)
-            for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    e[j, i] = load(s_t[bh, j, q0 + i])
-                    top[i] = _max(top[i], e[j, i])
-            for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    e[j, i] = _exp(e[j, i] - top[i])
-                    total[i] += e[j, i]
-            for i in range(rows):
-                total[i] = ONE / total[i]
-            for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    p_t[bh, j, q0 + i] = store(e[j, i] * total[i])
-
-    @njit(parallel=True, fastmath=FASTMATH)
-    def pv(p_t, v, out, causal, block_m, block_n):  # type: ignore[no-untyped-def]
-        heads, seq_len, head_dim = v.shape
-        tiles = (seq_len + block_m - 1) // block_m
-        for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
-            rows = min(block_m, seq_len - q0)
-            pt, vt = np.empty((block_n, block_m), F32), np.empty((block_n, head_dim), F32)
-            acc = np.zeros((block_m, head_dim), F32)
-            end = min(seq_len, q0 + rows) if causal else seq_len
-            for n0 in range(0, end, block_n):
-                cols = min(block_n, end - n0)
-                load_v(v, bh, n0, cols, head_dim, vt)
-                for j in range(cols):  # masked probabilities are zero, never read
-                    lo = min(_first_row(n0 + j, q0, causal), rows)
-                    pt[j, :lo] = ZERO
-                    for i in range(lo, rows):
-                        pt[j, i] = load(p_t[bh, n0 + j, q0 + i])
-                _pv_tile(pt, vt, acc, rows, cols, head_dim)
-            for i in range(rows):
-                for d in range(head_dim):
-                    out[bh, q0 + i, d] = store(acc[i, d])
-
-    return SimpleNamespace(flash=flash, scores=scores, softmax=softmax, pv=pv)
 
 
 def _storage(a: np.ndarray) -> np.ndarray:
@@ -243,7 +48,7 @@ def _prepare(inputs: dict[str, Any], out: np.ndarray, params: dict) -> tuple[Sim
         raise ValueError(f"numba/cpu attention: q, k, v and out must share one dtype of {list(CODECS)}")
     arrays = (*(_storage(inputs[n]) for n in ("q", "k", "v")), _storage(out))
     tiles = (bool(params["causal"]), int(params["block_m"]), int(params["block_n"]))
-    return _kernels(dtype), arrays, tiles
+    return kernels(dtype), arrays, tiles
 
 
 @kernel(scenario="attention", backend="numba", variant="fused", device="cpu")
