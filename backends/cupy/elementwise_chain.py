@@ -12,7 +12,6 @@ ops (the same snippets) use CUDA's accurate tanhf and expf (no fast-math), the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch import cdiv
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{
@@ -52,7 +51,7 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
     return build(*source(ops, dtype), threads=block)
 
 
-def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Callable[[], None]:
+def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Launcher:
     block = BACKEND.option(opts, "block")
     grid, size = (cdiv(n, block),), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
@@ -67,12 +66,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher([(inputs["x"], out, tuple(params["ops"]))], params["n"], opts)
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     ops = params["ops"]
     scratch = [TARGET.empty(out.shape, np.dtype(out.dtype).name) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]

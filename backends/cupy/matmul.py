@@ -14,7 +14,6 @@ PTX conversions of `backends.cupy.device` (NVRTC from the wheels has no cuda_fp1
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ from backends.cupy import BACKEND, TARGET, cupy
 from backends.cupy.build import ARCH, build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch import cdiv
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
 
 SMEM_LIMIT = 48 * 1024
@@ -157,9 +156,7 @@ def _compiled(
     return build(*source(kind, dtype, tile, epilogue), threads=threads)
 
 
-def _launcher(
-    inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool
-) -> Callable[[], None]:
+def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
     """`matmul` ("unblocked", "tiled" or "library") into out, or into a scratch and then the separate epilogue."""
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     dtype = np.dtype(out.dtype).name
@@ -171,7 +168,7 @@ def _launcher(
     block = BACKEND.option(opts, "block")
     flat = (max(1, cdiv(m * n, block)),)
     dims = (np.int32(m), np.int32(n), np.int32(k))
-    steps: list[Callable[[], None]] = []
+    steps: list[Launcher] = []
     if matmul == "unblocked":
         steps.append(_step(_compiled("unblocked", dtype, block), flat, (block,), (a, b, mid, *dims)))
     elif matmul == "tiled":
@@ -198,11 +195,11 @@ def _launcher(
     return launch
 
 
-def _step(k: Any, grid: tuple, block: tuple, args: tuple) -> Callable[[], None]:
+def _step(k: Any, grid: tuple, block: tuple, args: tuple) -> Launcher:
     return lambda: k(grid, block, args)
 
 
-def _cublas(a: Any, b: Any, c: Any) -> Callable[[], None]:
+def _cublas(a: Any, b: Any, c: Any) -> Launcher:
     """cupy.matmul into c: cuBLAS on a GPU; without one there is nothing to build ahead, so it cannot run."""
     if TARGET.probe().mode != NATIVE:
 
@@ -214,21 +211,21 @@ def _cublas(a: Any, b: Any, c: Any) -> Callable[[], None]:
 
 
 @kernel(scenario="matmul", backend="cupy", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="tiled", device="cuda")
 @kernel(scenario="matmul", backend="cupy", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="library", device="cuda")
-def library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "library", fuse=False)

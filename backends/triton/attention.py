@@ -25,7 +25,7 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv, next_power_of_two
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 
 
 @triton.jit
@@ -173,7 +173,7 @@ def softmax_block(seq_len: int) -> int:
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 
 
-def _launcher(steps: list[Step], opts: dict, dtype: str) -> Callable[[], None]:
+def _launcher(steps: list[Step], opts: dict, dtype: str) -> Launcher:
     """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
     num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
@@ -199,7 +199,7 @@ def _shape(params: dict) -> tuple[int, int, float]:
 
 
 @kernel(scenario="attention", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
@@ -208,7 +208,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callabl
 
 
 @kernel(scenario="attention", backend="triton", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))

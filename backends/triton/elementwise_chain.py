@@ -19,7 +19,7 @@ from backends.triton import BACKEND
 from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 
 
 @triton.jit
@@ -31,7 +31,7 @@ def _chain_kernel(x_ptr, y_ptr, n, CHAIN: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Callable[[], None]:
+def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Launcher:
     """Compile every step now (so the first timed call does not) and return a closure that only launches."""
     block = BACKEND.option(opts, "block")
     num_warps = int(opts.get("num_warps", 4))
@@ -50,12 +50,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
 
 
 @kernel(scenario="elementwise_chain", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher([(inputs["x"], out, codes(params["ops"]))], params["n"], opts)
 
 
 @kernel(scenario="elementwise_chain", backend="triton", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     ops = params["ops"]
     scratch = [out.new_empty(out.shape) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]

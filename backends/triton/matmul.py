@@ -26,7 +26,7 @@ from backends.triton import BACKEND
 from backends.triton.ops import gelu
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""
@@ -81,9 +81,7 @@ def num_warps(bm: int, bn: int) -> int:
     return 4 if bm * bn <= 64 * 64 else 8
 
 
-def _launcher(
-    inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool
-) -> Callable[[], None]:
+def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
     """Compile every kernel of the variant now (a no-op in the interpreter) and return a closure that launches."""
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     m, n = out.shape
@@ -117,16 +115,16 @@ def _launcher(
 
 
 @kernel(scenario="matmul", backend="triton", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
 @kernel(scenario="matmul", backend="triton", variant="tiled", device="cuda")
 @kernel(scenario="matmul", backend="triton", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
 @kernel(scenario="matmul", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)

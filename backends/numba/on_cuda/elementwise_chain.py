@@ -58,7 +58,7 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return {"+".join(c): (kernel_source(c), f"void({dtype}[::1], {dtype}[::1])") for c in chains}
 
 
-def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Callable[[], None]:
+def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Launcher:
     """Compile (on a GPU) and configure the kernel of `ops` for these arrays: the launch is all that is left."""
     if str(out.dtype) not in DTYPES or x.dtype != out.dtype:
         raise ValueError(f"numba/cuda elementwise_chain: x {x.dtype} -> out {out.dtype}; needs one of {DTYPES}")

@@ -164,7 +164,7 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return out
 
 
-def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any) -> Callable[[], None]:
+def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any) -> Launcher:
     """Compile (on a GPU) the kernel `factory` = (module, attribute, args) names for these arrays now, and
     record it for the resource report; the returned closure only launches."""
     source = globals()[factory[1]]  # every factory names a function of this module
