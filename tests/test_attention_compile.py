@@ -27,7 +27,7 @@ KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
     [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
 )
 def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str) -> None:
-    from backends.cupy.attention import shared_bytes, source
+    from backends.cupy.attention_kernels import shared_bytes, source
     from backends.cupy.build import compile_sm90
 
     params = {**DEFAULT, "head_dim": head_dim, "causal": causal}
@@ -49,7 +49,8 @@ def test_cupy_refuses_tiles_over_the_shared_memory_limit() -> None:
 
 @pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_cuda_refuses_tiles_over_the_shared_memory_limit() -> None:
-    from backends.numba.gpu.attention import config, fused
+    from backends.numba.on_cuda.attention import fused
+    from backends.numba.on_cuda.attention_tiles import config
 
     assert config(64, 64, 256).shared_bytes == config(64, 64, 16).shared_bytes <= 48 * 1024
     x = np.zeros((1, 1, 193, 64), np.float32)
@@ -107,7 +108,7 @@ def test_triton_kernels_compile_for_sm90_without_spills() -> None:
 
 NUMBA_SCRIPT = """
 import json, sys
-from backends.numba.gpu import attention
+from backends.numba.on_cuda import attention
 from backends.numba.compile import compile_kernels
 
 variant, dtype, head_dim = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -19,7 +19,7 @@ import pytest
 from scenarios.attention import Attention
 from suite.core.numerics import judge
 
-cupy_attention = pytest.importorskip("backends.cupy.attention")
+cupy_attention = pytest.importorskip("backends.cupy.attention_kernels")
 
 HOST_PRELUDE = r"""
 #include <algorithm>

@@ -56,7 +56,7 @@ for dt in ("fp32", "fp16"):
 
 NUMBA_SCRIPT = """
 import json, sys
-from backends.numba.gpu import matmul
+from backends.numba.on_cuda import matmul
 from backends.numba.compile import compile_kernels
 
 out = {}

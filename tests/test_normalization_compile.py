@@ -44,7 +44,7 @@ def build(fn, dtype, const):
 cases = [(op, dtype, tile, one) for op in tn.FUSED for dtype in ("fp32", "fp16") for tile, one in
          ((4096, True), (4096, False))] + [(op, "fp16", 16384, False) for op in tn.FUSED]
 for op, dtype, tile, one in cases:
-    k, log = build(tn.FUSED[op][0], dtype, {"TILE": tile, "ONE_TILE": one})
+    k, log = build(tn.FUSED[op], dtype, {"TILE": tile, "ONE_TILE": one})
     print(json.dumps({"kernel": f"{op} fused {dtype} tile={tile} one_tile={one}", "ptx": k.asm["ptx"], "ptxas": log}))
 for op, code in tn.CODES.items():
     fn = TEMPLATES[kind(op)]
@@ -54,7 +54,7 @@ for op, code in tn.CODES.items():
 
 NUMBA_SCRIPT = """
 import json, sys
-from backends.numba.gpu import normalization
+from backends.numba.on_cuda import normalization
 from backends.numba.compile import compile_kernels
 
 dtype = sys.argv[1]
@@ -100,12 +100,12 @@ def test_numba_cuda_kernels_compile_for_sm90(dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90
-    from backends.cupy.normalization import block_of, fused_source, step_source, threads_for
+    from backends.cupy.normalization import geometry
+    from backends.cupy.normalization_kernels import fused_source, step_source
 
     sources = []
     for cols, tile in ((193, 64), (4096, 4096), (65536, 16384)):
-        block = block_of(cols, tile)
-        threads = threads_for(block, {"block": 256})
+        block, threads = geometry(cols, {"tile": tile}, {"block": 256})
         sources += [fused_source(op, dtype, block, threads) for op in DECOMPOSITIONS]
     sources += [step_source(op, dtype, 4096, 256) for op in STEP_OPS]
     for source in sources:
@@ -117,11 +117,14 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
 
 def test_cupy_threads_follow_the_chunk() -> None:
     """No more threads than a quarter of a chunk's columns (a warp at least), more where a chunk would spill."""
-    from backends.cupy.normalization import block_of, threads_for
+    from backends.cupy import BACKEND
+    from suite.core.errors import ConfigError
+    from suite.core.launch import chunk_columns, row_threads
 
-    assert block_of(1, 4096) == 1 and block_of(781, 4096) == 1024 and block_of(32768, 4096) == 4096
-    assert threads_for(64, {"block": 256}) == 32 and threads_for(1, {"block": 256}) == 32
-    assert threads_for(4096, {"block": 256}) == 256 and threads_for(512, {"block": 256}) == 128
-    assert threads_for(16384, {"block": 128}) == 256
-    with pytest.raises(ValueError, match="multiple of 32"):
-        threads_for(4096, {"block": 100})
+    assert chunk_columns(1, 4096) == 1 and chunk_columns(781, 4096) == 1024 and chunk_columns(32768, 4096) == 4096
+    assert row_threads(64, 256) == 32 and row_threads(1, 256) == 32
+    assert row_threads(4096, 256) == 256 and row_threads(512, 256) == 128
+    assert row_threads(16384, 128) == 256 and row_threads(16384, 32, max_items=256) == 64
+    assert BACKEND.option({}, "max_items") == 64 and BACKEND.option({"max_items": 256}, "max_items") == 256
+    with pytest.raises(ConfigError, match="multiple of 32"):  # the schema judges the options before any work
+        BACKEND.check_options({"block": 100})

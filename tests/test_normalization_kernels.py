@@ -112,7 +112,7 @@ def test_tolerance_grows_with_row_length() -> None:
 def _exp_kernel():  # type: ignore[no-untyped-def]
     from numba import njit
 
-    from backends.numba.cpu.normalization import FASTMATH
+    from backends.numba.on_cpu.normalization_kernels import FASTMATH
     from backends.numba.ops import exp_float32
 
     @njit(fastmath=FASTMATH)  # the flags the kernels compile with: reassociation must not break the reduction
@@ -146,11 +146,11 @@ def test_exp_float32_edges() -> None:
 
 def test_softmax_kernels_do_not_call_libm_exp() -> None:
     """The point of exp_float32: no call to expf in the loops, so LLVM can vectorise them."""
-    from backends.numba.cpu.normalization import _fused_kernel, _step_kernel
+    from backends.numba.on_cpu.normalization_kernels import fused_kernel, step_kernel
 
     run("softmax", "numba", "cpu", "fused", {"rows": 2, "cols": 300, "tile": 128}, "float32")
     run("softmax", "numba", "cpu", "unfused", {"rows": 2, "cols": 300, "tile": 128}, "float32")
-    for dispatcher in (_fused_kernel("softmax", "float32"), _step_kernel("map", "float32")):
+    for dispatcher in (fused_kernel("softmax", "float32"), step_kernel("map", "float32")):
         for sig in dispatcher.signatures:
             assert "@expf" not in dispatcher.inspect_llvm(sig)
 

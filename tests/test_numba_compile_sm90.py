@@ -14,7 +14,7 @@ from tests.support import missing, run_without_emulation
 
 SCRIPT = """
 import json, sys
-from backends.numba.gpu import elementwise_chain
+from backends.numba.on_cuda import elementwise_chain
 from backends.numba.compile import compile_kernels
 from scenarios.elementwise_chain import ALL8
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backends.numba.cpu import elementwise_chain as _cpu  # noqa: F401 - importing registers targets and kernels
-from backends.numba.gpu import elementwise_chain as _gpu  # noqa: F401
+from backends.numba.on_cpu import elementwise_chain as _cpu  # noqa: F401 - importing registers targets and kernels
+from backends.numba.on_cuda import elementwise_chain as _cuda  # noqa: F401
 from backends.numba.ops import OPS
 from scenarios.elementwise_chain import ALL8, ElementwiseChain
 from scenarios.elementwise_chain import OPS as SCENARIO_OPS

@@ -146,7 +146,7 @@ def test_the_second_analysis_comes_from_the_disk_cache(monkeypatch) -> None:
 
 
 def test_cache_key_is_stable_and_ignores_block_size() -> None:
-    a = KernelSpec("numba", "k", 128, (("factory", ("backends.numba.gpu.elementwise_chain", "kernel_source",
+    a = KernelSpec("numba", "k", 128, (("factory", ("backends.numba.on_cuda.elementwise_chain", "kernel_source",
                                                     (("gelu",),))), ("arg_types", ("float32[::1]",))))  # fmt: skip
     b = KernelSpec.from_json(json.loads(json.dumps(a.to_json())))
     assert b == a and hash(b) == hash(a)

@@ -100,7 +100,8 @@ extern "C" void run(const float* x, float* y, long long n) {{
 @pytest.mark.skipif(bool(missing("cupy")) or not shutil.which("c++"), reason="needs cupy and a C++ compiler")
 @pytest.mark.parametrize("ops", CHAINS, ids=CHAIN_IDS)
 def test_cupy_op_code_matches_reference_on_host(ops: list[str], tmp_path: Path) -> None:
-    from backends.cupy.elementwise_chain import OPS_SOURCE, chain_body
+    from backends.cupy.device import OPS_SOURCE
+    from backends.cupy.elementwise_chain import chain_body
 
     (tmp_path / "ops.cpp").write_text(HOST_TEMPLATE.format(ops=OPS_SOURCE, body=chain_body(tuple(ops))))
     lib = tmp_path / "ops.so"

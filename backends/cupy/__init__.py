@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from suite.core.backend import Backend, Build, Copy, Option, register_backend, versions
+from suite.core.launch import MAX_ITEMS
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -89,7 +90,7 @@ class Cupy(Backend):
     name = "cupy"
     options = (
         Option("block", "threads per block", 256, low=32, high=1024, step=32),
-        Option("max_items", "row values one normalization thread may hold (default 64)", None, low=1, high=512),
+        Option("max_items", "row values one normalization thread may hold", MAX_ITEMS, low=1, high=512),
     )
 
     def compile(self, recipe: Mapping[str, Any]) -> Build:

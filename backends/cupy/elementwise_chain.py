@@ -6,51 +6,21 @@ per chain and dtype); unfused with one op per kernel (one source per op and dtyp
 each reading the previous intermediate in the chain's dtype. Two scratch buffers alternate between the
 unfused kernels: the traffic is the ledger's, the footprint two intermediates.
 
-float16 is stored as raw 16-bit words and converted with the PTX instructions cuda_fp16.h itself uses
-(cvt.f32.f16, cvt.rn.f16.f32), so no header is needed: NVRTC from the pip wheels has no include path to
-cuda_fp16.h. The ops use CUDA's accurate tanhf and expf (no fast-math), the same in both variants.
+float16 is stored as raw 16-bit words and converted with the device snippets of `backends.cupy.device`; the
+ops (the same snippets) use CUDA's accurate tanhf and expf (no fast-math), the same in both variants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
-from suite.core.registry import kernel
-
-CONVERSIONS = r"""
-typedef unsigned short half_bits;
-
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ float load(const half_bits* p) {
-    float v;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(*p));
-    return v;
-}
-__device__ __forceinline__ void store(half_bits* p, float v) {
-    half_bits h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    *p = h;
-}
-"""
-
-OPS_SOURCE = r"""
-__device__ __forceinline__ float op_scale(float v) { return 1.25f * v; }
-__device__ __forceinline__ float op_shift(float v) { return v + 0.5f; }
-__device__ __forceinline__ float op_relu(float v) { return fmaxf(v, 0.0f); }
-__device__ __forceinline__ float op_square(float v) { return v * v; }
-__device__ __forceinline__ float op_tanh(float v) { return tanhf(v); }
-__device__ __forceinline__ float op_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
-__device__ __forceinline__ float op_silu(float v) { return v * op_sigmoid(v); }
-__device__ __forceinline__ float op_gelu(float v) {
-    return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-}
-"""
+from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
+from suite.core.launch import cdiv
+from suite.core.registry import Launcher, kernel
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{
@@ -62,8 +32,6 @@ extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y
     }}
 }}
 """
-
-CTYPES = {"float32": "float", "float16": "half_bits"}
 
 
 def chain_body(ops: tuple[str, ...], indent: str = " " * 8) -> str:
@@ -83,9 +51,9 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
     return build(*source(ops, dtype), threads=block)
 
 
-def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Callable[[], None]:
-    block = int(opts.get("block", 256))
-    grid, size = ((n + block - 1) // block,), np.int64(n)
+def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Launcher:
+    block = BACKEND.option(opts, "block")
+    grid, size = (cdiv(n, block),), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
     context = BACKEND.launch_stream(opts.get("stream"))
 
@@ -98,12 +66,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher([(inputs["x"], out, tuple(params["ops"]))], params["n"], opts)
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     ops = params["ops"]
     scratch = [TARGET.empty(out.shape, np.dtype(out.dtype).name) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]

@@ -9,21 +9,20 @@ baked into the source so every loop over it unrolls. With `fused` the bias+gelu 
 tile before its only store; otherwise it is its own elementwise kernel reading A·B back in the storage dtype.
 `library` is `cupy.matmul` (cuBLAS; float16 accumulates in float32, float32 stays full float32 unless the user
 sets CUPY_TF32) followed, with the epilogue, by the same elementwise kernel. float16 storage goes through the
-PTX conversions of the elementwise module (NVRTC from the wheels has no cuda_fp16.h).
+PTX conversions of `backends.cupy.device` (NVRTC from the wheels has no cuda_fp16.h).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from backends.cupy import BACKEND, TARGET, cupy
 from backends.cupy.build import ARCH, build
-from backends.cupy.elementwise_chain import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.registry import kernel
+from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
+from suite.core.launch import cdiv
+from suite.core.registry import Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
 
 SMEM_LIMIT = 48 * 1024
@@ -157,9 +156,7 @@ def _compiled(
     return build(*source(kind, dtype, tile, epilogue), threads=threads)
 
 
-def _launcher(
-    inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool
-) -> Callable[[], None]:
+def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
     """`matmul` ("unblocked", "tiled" or "library") into out, or into a scratch and then the separate epilogue."""
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     dtype = np.dtype(out.dtype).name
@@ -168,10 +165,10 @@ def _launcher(
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = TARGET.empty(out.shape, dtype) if separate else out
-    block = int(opts.get("block", 256))
-    flat = (max(1, math.ceil(m * n / block)),)
+    block = BACKEND.option(opts, "block")
+    flat = (max(1, cdiv(m * n, block)),)
     dims = (np.int32(m), np.int32(n), np.int32(k))
-    steps: list[Callable[[], None]] = []
+    steps: list[Launcher] = []
     if matmul == "unblocked":
         steps.append(_step(_compiled("unblocked", dtype, block), flat, (block,), (a, b, mid, *dims)))
     elif matmul == "tiled":
@@ -181,7 +178,7 @@ def _launcher(
         tm, tn = thread_tile(bm, bn)
         threads = (bn // tn, bm // tm)
         k_tiled = _compiled("tiled", dtype, threads[0] * threads[1], (bm, bn, bk), epilogue and fuse)
-        grid = (math.ceil(n / bn), math.ceil(m / bm))
+        grid = (cdiv(n, bn), cdiv(m, bm))
         steps.append(_step(k_tiled, grid, threads, (a, b, bias, mid, *dims)))
     else:
         steps.append(_cublas(a, b, mid))
@@ -198,11 +195,11 @@ def _launcher(
     return launch
 
 
-def _step(k: Any, grid: tuple, block: tuple, args: tuple) -> Callable[[], None]:
+def _step(k: Any, grid: tuple, block: tuple, args: tuple) -> Launcher:
     return lambda: k(grid, block, args)
 
 
-def _cublas(a: Any, b: Any, c: Any) -> Callable[[], None]:
+def _cublas(a: Any, b: Any, c: Any) -> Launcher:
     """cupy.matmul into c: cuBLAS on a GPU; without one there is nothing to build ahead, so it cannot run."""
     if TARGET.probe().mode != NATIVE:
 
@@ -214,21 +211,21 @@ def _cublas(a: Any, b: Any, c: Any) -> Callable[[], None]:
 
 
 @kernel(scenario="matmul", backend="cupy", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="tiled", device="cuda")
 @kernel(scenario="matmul", backend="cupy", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)
 
 
 @kernel(scenario="matmul", backend="cupy", variant="library", device="cuda")
-def library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "library", fuse=False)

@@ -8,17 +8,16 @@ implementation must move: q, k, v read once and O written once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from backends.torch import BACKEND
-from suite.core.registry import kernel
+from suite.core.registry import Launcher, kernel
 
 
-def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     causal = bool(params["causal"])
     on_stream = BACKEND.launch_stream(opts.get("stream"))

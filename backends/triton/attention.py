@@ -24,7 +24,8 @@ import triton.language as tl
 
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
-from suite.core.registry import kernel
+from suite.core.launch import cdiv, next_power_of_two
+from suite.core.registry import Launcher, kernel
 
 
 @triton.jit
@@ -160,19 +161,19 @@ def tile_constants(params: dict) -> dict[str, Any]:
         "CAUSAL": bool(params["causal"]),
         "BLOCK_M": int(params["block_m"]),
         "BLOCK_N": int(params["block_n"]),
-        "BLOCK_D": max(16, triton.next_power_of_2(int(params["head_dim"]))),
+        "BLOCK_D": max(16, next_power_of_two(int(params["head_dim"]))),
         "PRECISION": "ieee",
     }
 
 
 def softmax_block(seq_len: int) -> int:
-    return min(SOFTMAX_BLOCK, max(16, triton.next_power_of_2(seq_len)))
+    return min(SOFTMAX_BLOCK, max(16, next_power_of_two(seq_len)))
 
 
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 
 
-def _launcher(steps: list[Step], opts: dict, dtype: str) -> Callable[[], None]:
+def _launcher(steps: list[Step], opts: dict, dtype: str) -> Launcher:
     """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
     num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
@@ -198,20 +199,20 @@ def _shape(params: dict) -> tuple[int, int, float]:
 
 
 @kernel(scenario="attention", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
-    grid = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
     return _launcher([(_flash_kernel, grid, args, consts)], opts, _dtype(out))
 
 
 @kernel(scenario="attention", backend="triton", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
-    tiled = (triton.cdiv(seq_len, consts["BLOCK_M"]), heads)
+    tiled = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     steps: list[Step] = [
         (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts),
         (_softmax_kernel, (heads * seq_len,), (s, p, seq_len),

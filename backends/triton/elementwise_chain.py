@@ -18,7 +18,8 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
-from suite.core.registry import kernel
+from suite.core.launch import cdiv
+from suite.core.registry import Launcher, kernel
 
 
 @triton.jit
@@ -30,11 +31,11 @@ def _chain_kernel(x_ptr, y_ptr, n, CHAIN: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Callable[[], None]:
+def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Launcher:
     """Compile every step now (so the first timed call does not) and return a closure that only launches."""
-    block = int(opts.get("block", 1024))
+    block = BACKEND.option(opts, "block")
     num_warps = int(opts.get("num_warps", 4))
-    grid = (triton.cdiv(n, block),)
+    grid = (cdiv(n, block),)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for x, y, chain in steps:  # compiles without launching (a no-op in the interpreter)
         compiled = _chain_kernel.warmup(x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps, grid=grid)
@@ -49,12 +50,12 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
 
 
 @kernel(scenario="elementwise_chain", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher([(inputs["x"], out, codes(params["ops"]))], params["n"], opts)
 
 
 @kernel(scenario="elementwise_chain", backend="triton", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     ops = params["ops"]
     scratch = [out.new_empty(out.shape) for _ in range(min(len(ops) - 1, 2))]
     srcs = [inputs["x"]] + [scratch[i % 2] for i in range(len(ops) - 1)]

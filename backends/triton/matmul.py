@@ -25,7 +25,8 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.ops import gelu
 from backends.triton.record import record_triton
-from suite.core.registry import kernel
+from suite.core.launch import cdiv
+from suite.core.registry import Launcher, kernel
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""
@@ -80,9 +81,7 @@ def num_warps(bm: int, bn: int) -> int:
     return 4 if bm * bn <= 64 * 64 else 8
 
 
-def _launcher(
-    inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool
-) -> Callable[[], None]:
+def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
     """Compile every kernel of the variant now (a no-op in the interpreter) and return a closure that launches."""
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     m, n = out.shape
@@ -93,14 +92,14 @@ def _launcher(
     steps: list[tuple[Any, tuple, tuple, dict]] = []
     if matmul == "unblocked":
         meta = {"BLOCK": UNBLOCKED_BLOCK, "KC": UNBLOCKED_KC, "num_warps": 4}
-        steps.append((_unblocked_kernel, (triton.cdiv(m * n, UNBLOCKED_BLOCK),), (a, b, mid, m, n, k), meta))
+        steps.append((_unblocked_kernel, (cdiv(m * n, UNBLOCKED_BLOCK),), (a, b, mid, m, n, k), meta))
     else:
         bm, bn, bk = params["tile"]
         meta = {"BM": bm, "BN": bn, "BK": bk, "EPILOGUE": epilogue and fuse, "num_warps": num_warps(bm, bn)}
-        steps.append((_tiled_kernel, (triton.cdiv(m, bm), triton.cdiv(n, bn)), (a, b, bias, mid, m, n, k), meta))
+        steps.append((_tiled_kernel, (cdiv(m, bm), cdiv(n, bn)), (a, b, bias, mid, m, n, k), meta))
     if separate:
         meta = {"BLOCK": EPILOGUE_BLOCK, "num_warps": 4}
-        steps.append((_bias_gelu_kernel, (triton.cdiv(m * n, EPILOGUE_BLOCK),), (mid, bias, out, m * n, n), meta))
+        steps.append((_bias_gelu_kernel, (cdiv(m * n, EPILOGUE_BLOCK),), (mid, bias, out, m * n, n), meta))
     for fn, grid, args, meta in steps:
         compiled = fn.warmup(*args, grid=grid, **meta)
         constexprs = {k: v for k, v in meta.items() if k != "num_warps"}
@@ -116,16 +115,16 @@ def _launcher(
 
 
 @kernel(scenario="matmul", backend="triton", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
 
 
 @kernel(scenario="matmul", backend="triton", variant="tiled", device="cuda")
 @kernel(scenario="matmul", backend="triton", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=False)
 
 
 @kernel(scenario="matmul", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     return _launcher(inputs, out, params, opts, "tiled", fuse=True)

@@ -26,7 +26,10 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
-from suite.core.registry import kernel
+from suite.core import scenario
+from suite.core.decomposition import walk
+from suite.core.launch import cdiv, chunk_columns
+from suite.core.registry import Launcher, register_each
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip
@@ -201,8 +204,8 @@ def _affine(src_ptr, w_ptr, b_ptr, dst_ptr, cols, OP: tl.constexpr, TILE: tl.con
 
 # Launchers and entries -------------------------------------------------------------------------------------------
 
-FUSED = {"layernorm": (_layernorm_fused, ("x", "weight", "bias")), "rmsnorm": (_rmsnorm_fused, ("x", "weight")),
-         "softmax": (_softmax_fused, ("x",))}  # fmt: skip
+FUSED = {"layernorm": _layernorm_fused, "rmsnorm": _rmsnorm_fused, "softmax": _softmax_fused}
+"""Each op's fused kernel; it takes the scenario's inputs in their order, then y and cols."""
 
 
 def num_warps(tile: int, opts: dict) -> int:
@@ -215,7 +218,7 @@ Launch = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: str, rows: int, cols: int,
                 tile: int) -> Launch:  # fmt: skip
     """(kernel, grid, args, constexprs) of one step of the decomposition."""
-    chunks = (rows, triton.cdiv(cols, tile))
+    chunks = (rows, cdiv(cols, tile))
     src, dst = env[reads[0]], env[writes]
     template = kind(op)
     if template == "reduce":
@@ -228,7 +231,7 @@ def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: st
     return _affine, chunks, (src, env["weight"], bias, dst, cols), {"OP": CODES[op]}
 
 
-def _launcher(launches: list[Launch], tile: int, opts: dict) -> Callable[[], None]:
+def _launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
     """Compile every launch now (a no-op in the interpreter) and return a closure that only launches."""
     warps = num_warps(tile, opts)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
@@ -244,43 +247,20 @@ def _launcher(launches: list[Launch], tile: int, opts: dict) -> Callable[[], Non
     return launch
 
 
-def block_of(cols: int, tile: int) -> int:
-    """TILE of a launch: the case's tile, or the smallest power of two holding a narrower row."""
-    return min(tile, triton.next_power_of_2(cols))
-
-
-def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
-    fn, names = FUSED[op]
+def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     rows, cols = out.shape[0], out.shape[1]
-    tile = block_of(cols, int(params["tile"]))
-    args = (*(inputs[n] for n in names), out, cols)
-    return _launcher([(fn, (rows,), args, {"ONE_TILE": cols <= tile})], tile, opts)
+    tile = chunk_columns(cols, int(params["tile"]))  # TILE of the launch
+    args = (*(inputs[n] for n in scenario.get(op).inputs), out, cols)
+    return _launcher([(FUSED[op], (rows,), args, {"ONE_TILE": cols <= tile})], tile, opts)
 
 
-def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
+def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     rows, cols = out.shape[0], out.shape[1]
-    tile = block_of(cols, int(params["tile"]))
+    tile = chunk_columns(cols, int(params["tile"]))  # TILE of the launch
     env = dict(inputs) | {"y": out}
-    launches = []
-    for st in DECOMPOSITIONS[op]:
-        if st.writes not in env:
-            stat = st.writes in ROW_STATS
-            env[st.writes] = (
-                torch.empty(rows, dtype=torch.float32, device=out.device) if stat else out.new_empty(out.shape)
-            )
-        launches.append(step_launch(st.op, env, st.reads, st.writes, rows, cols, tile))
-    return _launcher(launches, tile, opts)
+    steps = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, matrix=lambda: out.new_empty(out.shape),
+                 stat=lambda: torch.empty(rows, dtype=torch.float32, device=out.device))  # fmt: skip
+    return _launcher([step_launch(st.op, env, st.reads, st.writes, rows, cols, tile) for st in steps], tile, opts)
 
 
-def _register(op: str) -> None:
-    @kernel(scenario=op, backend="triton", variant="fused", device="cuda")
-    def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
-        return fused_entry(op, inputs, out, params, opts)
-
-    @kernel(scenario=op, backend="triton", variant="unfused", device="cuda")
-    def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Callable[[], None]:
-        return unfused_entry(op, inputs, out, params, opts)
-
-
-for _op in DECOMPOSITIONS:
-    _register(_op)
+register_each(DECOMPOSITIONS, backend="triton", fused=fused_entry, unfused=unfused_entry)

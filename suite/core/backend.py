@@ -31,9 +31,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 
 from suite.core.errors import ConfigError
+from suite.core.registry import Launcher
 from suite.core.targets import Target, register_target
-
-Launcher = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -145,6 +144,12 @@ class Backend:
     def defaults(self) -> dict[str, Any]:
         """The options' defaults, `None` ones left out (the kernels choose)."""
         return {o.name: o.default for o in self.options if o.default is not None}
+
+    def option(self, opts: Mapping[str, Any], name: str) -> Any:
+        """`opts[name]`, or the schema's default where the caller left it out (a test, a compile without a run):
+        the schema is the one place a default is written, and `check_options` has already judged the value."""
+        given = opts.get(name)
+        return given if given is not None else next(o.default for o in self.options if o.name == name)
 
     def check_options(self, given: Mapping[str, Any] | None) -> None:
         """Raise ConfigError naming the valid choices for an unknown option or a value out of range."""

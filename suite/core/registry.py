@@ -8,9 +8,10 @@ party adds a backend without editing this tree.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -20,6 +21,9 @@ Launcher = Callable[[], None]
 
 Entry = Callable[..., Launcher]
 """entry(inputs: dict[str, device array], out: device array, params: dict, opts: dict) -> Launcher."""
+
+FamilyEntry = Callable[..., Launcher]
+"""entry(scenario: str, inputs, out, params, opts) -> Launcher: one implementation serving several scenarios."""
 
 
 @dataclass(frozen=True, order=True)
@@ -62,6 +66,19 @@ def kernel(*, scenario: str, backend: str, variant: str, device: str = "cuda") -
         return entry
 
     return register
+
+
+def register_each(scenarios: Iterable[str], *, backend: str, devices: Iterable[str] = ("cuda",),
+                  **variants: FamilyEntry) -> None:  # fmt: skip
+    """Register, for every scenario and device, each `variant=entry` under its explicit key, the entry bound to
+    the scenario's name: what a backend whose kernels serve a family of scenarios (layernorm, rmsnorm, softmax)
+    would otherwise write as a loop of `@kernel`s."""
+    devices = tuple(devices)
+    for scenario in scenarios:
+        for device in devices:
+            for variant, entry in variants.items():
+                bound = functools.update_wrapper(functools.partial(entry, scenario), entry)
+                kernel(scenario=scenario, backend=backend, variant=variant, device=device)(bound)
 
 
 _discovered = False

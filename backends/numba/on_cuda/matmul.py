@@ -22,9 +22,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating, stream_arg
+from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.ops import gelu
 from backends.numba.record import record_numba
+from suite.core.launch import cdiv
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NotRunnable
 
@@ -163,7 +164,7 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return out
 
 
-def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any) -> Callable[[], None]:
+def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any) -> Launcher:
     """Compile (on a GPU) the kernel `factory` = (module, attribute, args) names for these arrays now, and
     record it for the resource report; the returned closure only launches."""
     source = globals()[factory[1]]  # every factory names a function of this module
@@ -188,8 +189,8 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = cuda.device_array(out.shape, dtype=out.dtype) if separate else out
-    block, stream = int(opts.get("block", 256)), stream_arg(opts.get("stream"))
-    flat = (max(1, math.ceil(m * n / block)),)
+    block, stream = BACKEND.option(opts, "block"), stream_arg(opts.get("stream"))
+    flat = (max(1, cdiv(m * n, block)),)
     if matmul == "unblocked":
         steps = [_prepare((__name__, "UNBLOCKED", None), flat, (block,), stream, a, b, mid)]
     else:
@@ -197,7 +198,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
         if why := refusal(params["tile"]):
             raise NotRunnable(f"numba/cuda tiled matmul: {why}")
         tm, tn = thread_tile(bm, bn)
-        grid, threads = (math.ceil(n / bn), math.ceil(m / bm)), (bn // tn, bm // tm)
+        grid, threads = (cdiv(n, bn), cdiv(m, bm)), (bn // tn, bm // tm)
         factory = (__name__, "tiled_source", (bm, bn, bk, epilogue and fuse))
         steps = [_prepare(factory, grid, threads, stream, a, b, bias, mid)]
     if separate:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numba
 import numpy as np
 
-from backends.numba import simulating, stream_arg
+from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.ops import chain
 from backends.numba.record import record_numba
+from suite.core.launch import cdiv
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -58,7 +58,7 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return {"+".join(c): (kernel_source(c), f"void({dtype}[::1], {dtype}[::1])") for c in chains}
 
 
-def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Callable[[], None]:
+def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Launcher:
     """Compile (on a GPU) and configure the kernel of `ops` for these arrays: the launch is all that is left."""
     if str(out.dtype) not in DTYPES or x.dtype != out.dtype:
         raise ValueError(f"numba/cuda elementwise_chain: x {x.dtype} -> out {out.dtype}; needs one of {DTYPES}")
@@ -68,7 +68,7 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
         compiled = dispatcher.compile((numba.typeof(x), numba.typeof(out)))
     array = f"{out.dtype}[::1]"
     record_numba((__name__, "kernel_source", (ops,)), (array, array), block, name="+".join(ops), compiled=compiled)
-    grid = max(1, math.ceil(x.size / block))
+    grid = max(1, cdiv(x.size, block))
 
     def launch() -> None:
         # Configured at each launch: the simulator's kernel object keeps its last configuration, and the
@@ -82,13 +82,13 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: reads x once, applies every op in float32, writes out once."""
     stream = stream_arg(opts.get("stream"))
-    return _launcher(tuple(params["ops"]), inputs["x"], out, int(opts.get("block", 256)), stream)
+    return _launcher(tuple(params["ops"]), inputs["x"], out, BACKEND.option(opts, "block"), stream)
 
 
 @kernel(scenario="elementwise_chain", backend="numba", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel per op; each intermediate is stored in the chain's dtype and read back by the next kernel."""
-    ops, block, stream = tuple(params["ops"]), int(opts.get("block", 256)), stream_arg(opts.get("stream"))
+    ops, block, stream = tuple(params["ops"]), BACKEND.option(opts, "block"), stream_arg(opts.get("stream"))
     buffers = [inputs["x"], *(cuda.device_array(out.shape, dtype=out.dtype) for _ in ops[:-1]), out]
     pairs = zip(ops, itertools.pairwise(buffers), strict=True)
     steps = [_launcher((op,), src, dst, block, stream) for op, (src, dst) in pairs]

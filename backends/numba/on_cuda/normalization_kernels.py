@@ -1,14 +1,12 @@
-"""Row normalization (layernorm, rmsnorm, softmax) on CUDA with Numba; the same kernels run in the simulator.
+"""The Numba CUDA kernels of row normalization: each op's fused kernel and the unfused step templates.
 
-The structure is the CuPy module's: fused, a block of THREADS threads owns a row and holds a chunk of
-BLOCK = min(tile, next power of two ≥ cols) columns in a local array of ITEMS = BLOCK / THREADS per thread; a
-row of one chunk is read once, a wider one is walked for its statistics (Chan's merge, or an online max with
-a rescaled sum) and read again for the output. Unfused walks the scenario's decomposition: a row reduction
-per statistic, one elementwise kernel per matrix step on a (rows, chunks) grid.
+Kernel factories apart from the entries that size, compile and launch them (`backends.numba.on_cuda.
+normalization`). Each factory returns a plain Python function (what `cuda.jit` and `cuda.compile_ptx` take),
+built per (op, BLOCK, THREADS): ITEMS = BLOCK / THREADS must be a compile-time constant for the local array.
 
 Block reductions go through shared memory in two levels (see `_reductions`), not warp shuffles: the
-simulator has none. Kernels are built per (op, BLOCK, THREADS): ITEMS must be a compile-time constant for the local array.
-They compute in float32 (np.float32 constants: a bare Python float would promote to float64).
+simulator has none. Kernels compute in float32 (np.float32 constants: a bare Python float would promote to
+float64).
 """
 
 from __future__ import annotations
@@ -18,13 +16,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numba
 import numpy as np
 
-from backends.numba import simulating, stream_arg
-from backends.numba.record import record_numba
-from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
-from suite.core.registry import Launcher, kernel
+from scenarios.normalization import EPS, kind
+from suite.core.launch import cdiv
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -33,8 +28,6 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 
 ZERO, ONE, EPS32 = np.float32(0.0), np.float32(1.0), np.float32(EPS)
 NEG_INF = np.float32(-np.inf)
-MAX_ITEMS = 64
-"""Local-array items per thread; a wider chunk gets more threads."""
 SUB, NORMALIZE, DIVIDE, EXP, SCALE, SCALE_SHIFT = range(6)
 ELEMENTWISE_CODES = {"center": SUB, "shift": SUB, "normalize": NORMALIZE, "divide": DIVIDE, "exp": EXP,
                      "scale": SCALE, "scale_shift": SCALE_SHIFT}  # fmt: skip
@@ -94,9 +87,13 @@ def _reductions() -> tuple[Any, Any]:
 
 @functools.cache
 def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
-    """The fused kernel as a Python function (what `cuda.jit` and `cuda.compile_ptx` take)."""
-    items = -(-block // threads)
-    block_sum, block_max = _reductions()
+    """The fused kernel of `op` for chunks of `block` columns held by `threads` threads."""
+    return {"layernorm": _layernorm, "rmsnorm": _rmsnorm, "softmax": _softmax}[op](block, threads)
+
+
+def _layernorm(block: int, threads: int) -> Callable[..., None]:
+    """Chan's merge of each chunk's mean and M2, then the output from the local array (one chunk) or x re-read."""
+    items, block_sum = cdiv(block, threads), _reductions()[0]
 
     def layernorm(x, w, b, y):  # type: ignore[no-untyped-def]
         cols = x.shape[1]
@@ -134,6 +131,13 @@ def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
                     val = v[k] if chunks == 1 else np.float32(x[row, start + c])  # else: the re-read
                     y[row, start + c] = (val - mean) * rstd * np.float32(w[start + c]) + np.float32(b[start + c])
 
+    return layernorm
+
+
+def _rmsnorm(block: int, threads: int) -> Callable[..., None]:
+    """The row's mean square, then the output from the local array (one chunk) or x re-read."""
+    items, block_sum = cdiv(block, threads), _reductions()[0]
+
     def rmsnorm(x, w, y):  # type: ignore[no-untyped-def]
         cols = x.shape[1]
         smem = cuda.shared.array(threads, np.float32)
@@ -155,6 +159,14 @@ def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
                 if c < block and start + c < cols:
                     val = v[k] if chunks == 1 else np.float32(x[row, start + c])  # else: the re-read
                     y[row, start + c] = val * rstd * np.float32(w[start + c])
+
+    return rmsnorm
+
+
+def _softmax(block: int, threads: int) -> Callable[..., None]:
+    """An online max with a rescaled sum, then the output from the local array (one chunk) or x re-read."""
+    items = cdiv(block, threads)
+    block_sum, block_max = _reductions()
 
     def softmax(x, y):  # type: ignore[no-untyped-def]
         cols = x.shape[1]
@@ -186,33 +198,38 @@ def fused_source(op: str, block: int, threads: int) -> Callable[..., None]:
                     e = v[k] if chunks == 1 else math.exp(np.float32(x[row, start + c]) - m)  # else: the re-read
                     y[row, start + c] = e * inv
 
-    return {"layernorm": layernorm, "rmsnorm": rmsnorm, "softmax": softmax}[op]
+    return softmax
 
 
 @functools.cache
 def step_source(op: str, block: int, threads: int) -> Callable[..., None]:
-    """One unfused step as a Python function: a row reduction, or an elementwise kernel on (rows, chunks)."""
-    items = -(-block // threads)
+    """One unfused step: a row reduction, or an elementwise kernel on (rows, chunks)."""
+    return (_reduce_source if kind(op) == "reduce" else _pointwise_source)(op, block, threads)
+
+
+def _reduce_source(op: str, block: int, threads: int) -> Callable[..., None]:
+    """stat[row] = mean, mean square, max or sum of the row: a strided loop per thread, then the block's."""
     block_sum, block_max = _reductions()
-    template = kind(op)
+    is_max, square, average = op == "max", op == "mean_square", op in ("mean", "mean_square")
 
-    if template == "reduce":
-        is_max, square, average = op == "max", op == "mean_square", op in ("mean", "mean_square")
+    def reduce_rows(src, stat):  # type: ignore[no-untyped-def]
+        cols = src.shape[1]
+        smem = cuda.shared.array(threads, np.float32)
+        row, t = cuda.blockIdx.x, cuda.threadIdx.x
+        acc = NEG_INF if is_max else ZERO
+        for c in range(t, cols, threads):
+            val = np.float32(src[row, c])
+            acc = max(acc, val) if is_max else acc + (val * val if square else val)
+        acc = block_max(acc, smem) if is_max else block_sum(acc, smem)
+        if t == 0:
+            stat[row] = acc / np.float32(cols) if average else acc
 
-        def reduce_rows(src, stat):  # type: ignore[no-untyped-def]
-            cols = src.shape[1]
-            smem = cuda.shared.array(threads, np.float32)
-            row, t = cuda.blockIdx.x, cuda.threadIdx.x
-            acc = NEG_INF if is_max else ZERO
-            for c in range(t, cols, threads):
-                val = np.float32(src[row, c])
-                acc = max(acc, val) if is_max else acc + (val * val if square else val)
-            acc = block_max(acc, smem) if is_max else block_sum(acc, smem)
-            if t == 0:
-                stat[row] = acc / np.float32(cols) if average else acc
+    return reduce_rows
 
-        return reduce_rows
 
+def _pointwise_source(op: str, block: int, threads: int) -> Callable[..., None]:
+    """dst = src with the step's op applied, a row statistic or weight and bias at hand; a chunk per block."""
+    items = cdiv(block, threads)
     code = ELEMENTWISE_CODES[op]  # an int: string comparisons do not compile for CUDA
 
     def pointwise(src, stat, w, b, dst):  # type: ignore[no-untyped-def]
@@ -242,120 +259,3 @@ def step_source(op: str, block: int, threads: int) -> Callable[..., None]:
                 dst[row, c] = val
 
     return pointwise
-
-
-def block_of(cols: int, tile: int) -> int:
-    """Columns per chunk: the tile, or the smallest power of two holding a narrower row."""
-    return min(tile, 1 << max(0, cols - 1).bit_length())
-
-
-def threads_for(block: int, opts: dict) -> int:
-    """opts["block"] threads (a multiple of 32), but no more than a quarter of a chunk's columns (at least a
-    warp: each thread takes a few columns), and more where a chunk would need more than MAX_ITEMS each."""
-    threads = int(opts.get("block", 256))
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise ValueError(f"numba/cuda normalization: block={threads} threads must be a multiple of 32 in 32..1024")
-    return min(1024, max(min(threads, max(32, block // 4)), block // MAX_ITEMS))
-
-
-FUSED_INPUTS = {"layernorm": ("x", "weight", "bias"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}
-
-
-def kernel_sources(op: str, variant: str, params: dict, dtype: str) -> dict[str, tuple[Callable[..., None], str]]:
-    """A variant's kernels as name -> (Python function, signature), for compiling without a GPU."""
-    cols, tile = params["cols"], params["tile"]
-    block = block_of(cols, tile)
-    threads = threads_for(block, {})
-    mat, vec, stat = f"{dtype}[:, ::1]", f"{dtype}[::1]", "float32[::1]"
-    if variant == "fused":
-        args = [mat if n == "x" else vec for n in FUSED_INPUTS[op]] + [mat]
-        return {f"{op} fused": (fused_source(op, block, threads), f"void({', '.join(args)})")}
-    out = {}
-    for st in DECOMPOSITIONS[op]:
-        if kind(st.op) == "reduce":
-            out[st.op] = (step_source(st.op, block, threads), f"void({mat}, {stat})")
-        else:
-            out[st.op] = (step_source(st.op, block, threads), f"void({mat}, {stat}, {vec}, {vec}, {mat})")
-    return out
-
-
-@functools.cache
-def _jit(source: Callable[..., None]) -> Any:
-    return cuda.jit(source)
-
-
-def _dispatcher(variant: str, op: str, block: int, threads: int) -> Any:
-    """The `cuda.jit` dispatcher of a fused kernel or an unfused step (importable: the resource report rebuilds it)."""
-    return _jit((fused_source if variant == "fused" else step_source)(op, block, threads))
-
-
-def _prepared(key: tuple[str, str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple,
-              name: str) -> Callable:  # fmt: skip
-    dispatcher = _dispatcher(*key)
-    compiled = None
-    if not simulating():
-        compiled = dispatcher.compile(tuple(numba.typeof(a) for a in args))
-    record_numba((__name__, "_dispatcher", key), args, threads, name=name, compiled=compiled)
-
-    def launch() -> None:
-        # Configured at each launch: the simulator's kernel object keeps its last configuration.
-        dispatcher[grid, threads, stream](*args)
-
-    return launch
-
-
-def _check(op: str, inputs: dict[str, Any], out: Any) -> None:
-    if str(out.dtype) not in ("float32", "float16") or any(a.dtype != out.dtype for a in inputs.values()):
-        raise ValueError(f"numba/cuda {op}: inputs and out must share float32 or float16, got out {out.dtype}")
-
-
-def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    _check(op, inputs, out)
-    rows, cols = out.shape
-    block = block_of(cols, int(params["tile"]))
-    threads = threads_for(block, opts)
-    args = (*(inputs[n] for n in FUSED_INPUTS[op]), out)
-    stream = stream_arg(opts.get("stream"))
-    return _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
-
-
-def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    _check(op, inputs, out)
-    rows, cols = out.shape
-    block = block_of(cols, int(params["tile"]))
-    threads, stream = threads_for(block, opts), stream_arg(opts.get("stream"))
-    env = dict(inputs) | {"y": out}
-    placeholder = cuda.device_array(1, dtype=np.float32)
-    steps = []
-    for st in DECOMPOSITIONS[op]:
-        if st.writes not in env:
-            stat = st.writes in ROW_STATS
-            env[st.writes] = cuda.device_array(rows if stat else (rows, cols), dtype=np.float32 if stat else out.dtype)
-        src, dst, key = env[st.reads[0]], env[st.writes], ("unfused", st.op, block, threads)
-        if kind(st.op) == "reduce":
-            steps.append(_prepared(key, (rows,), threads, stream, (src, dst), st.op))
-            continue
-        stat_arg = env[st.reads[1]] if kind(st.op) == "rowwise" else placeholder
-        w, b = env.get("weight", src[0]), env.get("bias", src[0])
-        grid = (rows, -(-cols // block))
-        steps.append(_prepared(key, grid, threads, stream, (src, stat_arg, w, b, dst), st.op))
-
-    def launch() -> None:
-        for step in steps:
-            step()
-
-    return launch
-
-
-def _register(op: str) -> None:
-    @kernel(scenario=op, backend="numba", variant="fused", device="cuda")
-    def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-        return fused_entry(op, inputs, out, params, opts)
-
-    @kernel(scenario=op, backend="numba", variant="unfused", device="cuda")
-    def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-        return unfused_entry(op, inputs, out, params, opts)
-
-
-for _op in DECOMPOSITIONS:
-    _register(_op)

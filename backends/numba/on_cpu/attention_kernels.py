@@ -1,34 +1,28 @@
-"""Attention on the host CPU with Numba: a flash-style fused kernel against scores, softmax and P·V kernels.
+"""The Numba CPU attention kernels: a flash-style fused kernel, and scores, softmax and P·V kernels.
 
-Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in
-parallel with `prange`; each task streams the keys in tiles of block_n. Both variants share the tile code
-below, on float32 scratch tiles that stay in cache: the query tile transposed and pre-scaled by 1/√d, the
-scores key-major (st[j, i]) and the value tile. Every inner loop then runs along a contiguous axis with no
-reduction in it (over queries for Q·Kᵀ and the softmax, over head_dim for P·V), so LLVM vectorises it
-without reassociating sums, and results do not depend on the vector width. The unfused kernels store S and
-P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in fusion.
+Kernel factories apart from the entries that prepare and launch them (`backends.numba.on_cpu.attention`,
+whose docstring describes the design), each built once per storage dtype (float16 as uint16 bits). Score
+tiles are key-major, st[j, i] for key j and query i, and so are the unfused S and P (stored as Sᵀ, Pᵀ): the
+softmax's max and sum then run across queries, element by element, instead of along a row, where a float
+reduction cannot be vectorised without reassociating it.
 
 `_exp` is a vectorisable float32 exp (Cody–Waite reduction and the Cephes polynomial, error under 2 ulp):
 libm's expf is a call per element and would dominate both variants. It is not backends.numba.ops.exp_float32,
 which keeps a NaN a NaN: here a NaN argument can only be −inf − (−inf), a running max and a tile max both
-still fully masked, whose weight must be 0. Half-precision arrays arrive as their
-uint16 bits (Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
+still fully masked, whose weight must be 0.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from types import SimpleNamespace
 from typing import Any
 
-import numba
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba.ops import CODECS, _float_from_bits
-from suite.core.registry import Launcher, kernel
 
 F32 = np.float32
 ZERO, ONE, NEG_INF = F32(0.0), F32(1.0), F32(-np.inf)
@@ -85,14 +79,15 @@ def _pv_tile(pt: Any, vt: Any, acc: Any, rows: int, cols: int, head_dim: int) ->
 
 
 @functools.cache
-def _kernels(dtype: str) -> SimpleNamespace:
-    """The four kernels for arrays stored as `dtype` (float16 as uint16 bits), built once per dtype.
+def kernels(dtype: str) -> SimpleNamespace:
+    """The four kernels (flash, scores, softmax, pv) for arrays stored as `dtype`, built once per dtype."""
+    return SimpleNamespace(flash=_flash(dtype), scores=_scores(dtype), softmax=_softmax(dtype), pv=_pv(dtype))
 
-    Score tiles are key-major, st[j, i] for key j and query i, and so are the unfused S and P (stored as Sᵀ,
-    Pᵀ): the softmax's max and sum then run across queries, element by element, instead of along a row,
-    where a float reduction cannot be vectorised without reassociating it.
-    """
-    load, store = CODECS[dtype]
+
+@functools.cache
+def _tile_loaders(dtype: str) -> SimpleNamespace:
+    """The tile code the kernels share: Q transposed and pre-scaled, a V tile, a key-major score tile."""
+    load = CODECS[dtype][0]
 
     @register_jitable
     def load_qt(q, bh, q0, rows, head_dim, scale, qt):  # type: ignore[no-untyped-def]
@@ -116,6 +111,15 @@ def _kernels(dtype: str) -> SimpleNamespace:
                 a = load(k[bh, n0 + j, d])
                 for i in range(rows):
                     st[j, i] += a * qt[d, i]
+
+    return SimpleNamespace(load_qt=load_qt, load_v=load_v, qk_tile=qk_tile)
+
+
+def _flash(dtype: str) -> Any:
+    """The fused kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
+    store = CODECS[dtype][1]
+    t = _tile_loaders(dtype)
+    load_qt, load_v, qk_tile = t.load_qt, t.load_v, t.qk_tile
 
     @njit(parallel=True, fastmath=FASTMATH)
     def flash(q, k, v, out, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
@@ -156,6 +160,15 @@ def _kernels(dtype: str) -> SimpleNamespace:
                 for d in range(head_dim):
                     out[bh, q0 + i, d] = store(acc[i, d] * inv)
 
+    return flash
+
+
+def _scores(dtype: str) -> Any:
+    """Unfused Sᵀ = (Q·Kᵀ·scale)ᵀ; masked scores are not stored: the softmax and P·V never read them."""
+    store = CODECS[dtype][1]
+    t = _tile_loaders(dtype)
+    load_qt, qk_tile = t.load_qt, t.qk_tile
+
     @njit(parallel=True, fastmath=FASTMATH)
     def scores(q, k, s_t, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = q.shape
@@ -172,6 +185,13 @@ def _kernels(dtype: str) -> SimpleNamespace:
                 for j in range(cols):  # masked scores are not stored: the softmax and P·V never read them
                     for i in range(_first_row(n0 + j, q0, causal), rows):
                         s_t[bh, n0 + j, q0 + i] = store(st[j, i])
+
+    return scores
+
+
+def _softmax(dtype: str) -> Any:
+    """Unfused Pᵀ from Sᵀ, a query tile at a time: its scores read once, then max, exponentials and sum."""
+    load, store = CODECS[dtype]
 
     @njit(parallel=True, fastmath=FASTMATH)
     def softmax(s_t, p_t, causal, block_m):  # type: ignore[no-untyped-def]
@@ -197,6 +217,14 @@ def _kernels(dtype: str) -> SimpleNamespace:
                 for i in range(_first_row(j, q0, causal), rows):
                     p_t[bh, j, q0 + i] = store(e[j, i] * total[i])
 
+    return softmax
+
+
+def _pv(dtype: str) -> Any:
+    """Unfused O = P·V from Pᵀ, a query tile at a time, V streamed through in tiles."""
+    load, store = CODECS[dtype]
+    load_v = _tile_loaders(dtype).load_v
+
     @njit(parallel=True, fastmath=FASTMATH)
     def pv(p_t, v, out, causal, block_m, block_n):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = v.shape
@@ -220,60 +248,4 @@ def _kernels(dtype: str) -> SimpleNamespace:
                 for d in range(head_dim):
                     out[bh, q0 + i, d] = store(acc[i, d])
 
-    return SimpleNamespace(flash=flash, scores=scores, softmax=softmax, pv=pv)
-
-
-def _storage(a: np.ndarray) -> np.ndarray:
-    """(batch, heads, L, d) -> (batch·heads, L, d), halves as their uint16 bits: views, no copies."""
-    if not a.flags.c_contiguous:  # a reshape would copy, and the kernel would write into the copy
-        raise ValueError("numba/cpu attention needs C-contiguous arrays")
-    a = a.reshape(-1, *a.shape[2:])
-    return a.view(np.uint16) if a.dtype == np.float16 else a
-
-
-def _compiled(fn: Any, *args: Any) -> Any:
-    """`fn` compiled now for exactly these arguments, so that no launch compiles."""
-    fn.compile(tuple(numba.typeof(a) for a in args))
-    return fn
-
-
-def _prepare(inputs: dict[str, Any], out: np.ndarray, params: dict) -> tuple[SimpleNamespace, tuple, tuple]:
-    dtype = str(out.dtype)
-    if dtype not in CODECS or any(inputs[n].dtype != out.dtype for n in ("q", "k", "v")):
-        raise ValueError(f"numba/cpu attention: q, k, v and out must share one dtype of {list(CODECS)}")
-    arrays = (*(_storage(inputs[n]) for n in ("q", "k", "v")), _storage(out))
-    tiles = (bool(params["causal"]), int(params["block_m"]), int(params["block_n"]))
-    return _kernels(dtype), arrays, tiles
-
-
-@kernel(scenario="attention", backend="numba", variant="fused", device="cpu")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    """One kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
-    ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)
-    args = (q, k, v, o, causal, block_m, block_n, F32(1.0 / math.sqrt(params["head_dim"])))
-    flash = _compiled(ks.flash, *args)
-
-    def launch() -> None:
-        flash(*args)
-
-    return launch
-
-
-@kernel(scenario="attention", backend="numba", variant="unfused", device="cpu")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    """Scores, softmax and P·V as three kernels; Sᵀ and Pᵀ (L×L per head) stored in the case's dtype."""
-    ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)
-    seq_len = q.shape[1]
-    sc, p = np.empty((q.shape[0], seq_len, seq_len), q.dtype), np.empty((q.shape[0], seq_len, seq_len), q.dtype)
-    steps = [
-        (ks.scores, (q, k, sc, causal, block_m, block_n, F32(1.0 / math.sqrt(params["head_dim"])))),
-        (ks.softmax, (sc, p, causal, block_m)),
-        (ks.pv, (p, v, o, causal, block_m, block_n)),
-    ]
-    steps = [(_compiled(fn, *args), args) for fn, args in steps]
-
-    def launch() -> None:
-        for fn, args in steps:
-            fn(*args)
-
-    return launch
+    return pv

@@ -1,8 +1,0 @@
-"""Numba kernels for the CUDA target (`@cuda.jit`), one module per scenario; they also run in the simulator.
-
-Where numba-cuda is missing these modules still import and register their entries (`numba.cuda` is imported
-under a guard); the target's probe then says why nothing runs.
-
-The package is `gpu`, not `cuda`: numba-cuda's import hook (`_numba_cuda_redirector`) claims every module whose
-dotted name contains "numba.cuda" and recurses without end on `backends.numba.cuda`.
-"""

@@ -1,0 +1,84 @@
+"""Attention on the host CPU with Numba: a flash-style fused kernel against scores, softmax and P·V kernels.
+
+Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in
+parallel with `prange`; each task streams the keys in tiles of block_n. Both variants share the tile code
+of `attention_kernels`, on float32 scratch tiles that stay in cache: the query tile transposed and
+pre-scaled by 1/√d, the scores key-major (st[j, i]) and the value tile. Every inner loop then runs along a
+contiguous axis with no reduction in it (over queries for Q·Kᵀ and the softmax, over head_dim for P·V), so
+LLVM vectorises it without reassociating sums, and results do not depend on the vector width. The unfused
+kernels store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ
+only in fusion.
+
+The kernels are `attention_kernels` (with the vectorisable exp both variants use); this module prepares
+their arguments and compiles them for exactly those. Half-precision arrays arrive as their uint16 bits
+(Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numba
+import numpy as np
+
+from backends.numba.on_cpu.attention_kernels import F32, kernels
+from backends.numba.ops import CODECS
+from suite.core.registry import Launcher, kernel
+
+
+def _storage(a: np.ndarray) -> np.ndarray:
+    """(batch, heads, L, d) -> (batch·heads, L, d), halves as their uint16 bits: views, no copies."""
+    if not a.flags.c_contiguous:  # a reshape would copy, and the kernel would write into the copy
+        raise ValueError("numba/cpu attention needs C-contiguous arrays")
+    a = a.reshape(-1, *a.shape[2:])
+    return a.view(np.uint16) if a.dtype == np.float16 else a
+
+
+def _compiled(fn: Any, *args: Any) -> Any:
+    """`fn` compiled now for exactly these arguments, so that no launch compiles."""
+    fn.compile(tuple(numba.typeof(a) for a in args))
+    return fn
+
+
+def _prepare(inputs: dict[str, Any], out: np.ndarray, params: dict) -> tuple[SimpleNamespace, tuple, tuple]:
+    dtype = str(out.dtype)
+    if dtype not in CODECS or any(inputs[n].dtype != out.dtype for n in ("q", "k", "v")):
+        raise ValueError(f"numba/cpu attention: q, k, v and out must share one dtype of {list(CODECS)}")
+    arrays = (*(_storage(inputs[n]) for n in ("q", "k", "v")), _storage(out))
+    tiles = (bool(params["causal"]), int(params["block_m"]), int(params["block_n"]))
+    return kernels(dtype), arrays, tiles
+
+
+@kernel(scenario="attention", backend="numba", variant="fused", device="cpu")
+def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
+    """One kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
+    ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)
+    args = (q, k, v, o, causal, block_m, block_n, F32(1.0 / math.sqrt(params["head_dim"])))
+    flash = _compiled(ks.flash, *args)
+
+    def launch() -> None:
+        flash(*args)
+
+    return launch
+
+
+@kernel(scenario="attention", backend="numba", variant="unfused", device="cpu")
+def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
+    """Scores, softmax and P·V as three kernels; Sᵀ and Pᵀ (L×L per head) stored in the case's dtype."""
+    ks, (q, k, v, o), (causal, block_m, block_n) = _prepare(inputs, out, params)
+    seq_len = q.shape[1]
+    sc, p = np.empty((q.shape[0], seq_len, seq_len), q.dtype), np.empty((q.shape[0], seq_len, seq_len), q.dtype)
+    steps = [
+        (ks.scores, (q, k, sc, causal, block_m, block_n, F32(1.0 / math.sqrt(params["head_dim"])))),
+        (ks.softmax, (sc, p, causal, block_m)),
+        (ks.pv, (p, v, o, causal, block_m, block_n)),
+    ]
+    steps = [(_compiled(fn, *args), args) for fn, args in steps]
+
+    def launch() -> None:
+        for fn, args in steps:
+            fn(*args)
+
+    return launch
