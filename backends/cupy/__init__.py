@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Build, Copy, Option, register_backend, versions
+from suite.core.backend import Backend, Build, Copy, Option, register_backend
 from suite.core.launch import MAX_ITEMS
 from suite.core.targets import (
     COMPILE,
@@ -88,6 +88,7 @@ class CupyTarget(Target):
 
 class Cupy(Backend):
     name = "cupy"
+    packages = ("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
     options = (
         Option("block", "threads per block", 256, low=32, high=1024, step=32),
         Option("max_items", "row values one normalization thread may hold", MAX_ITEMS, low=1, high=512),
@@ -113,9 +114,6 @@ class Cupy(Backend):
             warnings.simplefilter("ignore", DeprecationWarning)
             external = cupy.cuda.ExternalStream(int(handle))
         return lambda: external
-
-    def toolchain(self) -> dict[str, str]:
-        return versions("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
 
     def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
         """A device-to-device copy on the shared stream, where CuPy runs on the GPU."""

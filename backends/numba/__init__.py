@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core.backend import Backend, Build, Copy, Option, register_backend, versions
+from suite.core.backend import Backend, Build, Copy, Option, register_backend
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -117,6 +117,7 @@ def _external(handle: int) -> Any:
 
 class Numba(Backend):
     name = "numba"
+    packages = ("numba", "numba-cuda")
     options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
     compile_isolated = True
 
@@ -135,9 +136,6 @@ class Numba(Backend):
         if simulating() or not isinstance(handle, int) or isinstance(handle, bool):
             return contextlib.nullcontext
         return functools.partial(contextlib.nullcontext, _external(handle))
-
-    def toolchain(self) -> dict[str, str]:
-        return versions("numba", "numba-cuda")
 
     def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
         """On the CPU: the ordinary-store copy the CPU ceiling is held to, and the memcpy loop."""

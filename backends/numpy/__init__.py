@@ -31,6 +31,7 @@ def _blas() -> str:
 
 class Numpy(Backend):
     name = "numpy"
+    packages = ("numpy",)
 
     def copies(self, device: str, n: int, stream: int | None) -> list[Copy]:
         """`np.copyto`: memcpy underneath, whose stores may stream on large buffers."""

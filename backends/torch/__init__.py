@@ -63,6 +63,7 @@ class TorchCUDA(TorchCPU):
 
 class Torch(Backend):
     name = "torch"
+    packages = ("torch",)
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """The suite's shared stream as torch's current stream (GPU runs); on the CPU there is none."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.core.backend import Backend, Build, Option, register_backend, versions
+from suite.core.backend import Backend, Build, Option, register_backend
 from suite.core.targets import (
     EMULATED,
     NATIVE,
@@ -73,6 +73,7 @@ class TritonTarget(Target):
 
 class Triton(Backend):
     name = "triton"
+    packages = ("triton",)
     options = (
         Option("block", "elements per program of the elementwise kernels", 1024, low=16, high=65536, power_of_two=True),
         Option("num_warps", "warps per program; default: each kernel's choice for its tile", None, low=1, high=32,
@@ -104,7 +105,7 @@ class Triton(Backend):
         return lambda: torch.cuda.stream(external)
 
     def toolchain(self) -> dict[str, str]:
-        found = versions("triton")
+        found = super().toolchain()
         found.update({var: os.environ[var] for var in _PTXAS_VARS if os.environ.get(var)})
         return found
 

@@ -134,6 +134,8 @@ class Backend:
 
     name: ClassVar[str]
     options: ClassVar[tuple[Option, ...]] = ()
+    packages: ClassVar[tuple[str, ...]] = ()
+    """Distributions the backend is made of: their versions go into every row's provenance."""
     compile_isolated: ClassVar[bool] = False
     """True where `compile` must run in a process with neither the Triton interpreter nor the Numba CUDA
     simulator switched on (both replace the compiler the moment they are imported)."""
@@ -188,8 +190,8 @@ class Backend:
 
     def toolchain(self) -> dict[str, str]:
         """What decides this backend's compiles besides a kernel's recipe and source: package versions and
-        environment settings, by name (`versions` finds the installed ones)."""
-        return {}
+        environment settings, by name (by default the installed versions of `packages`)."""
+        return versions(*self.packages)
 
 
 def versions(*distributions: str) -> dict[str, str]:

@@ -10,13 +10,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("numpy", "numba", "numba-cuda", "triton", "torch", "cupy-cuda13x", "hydra-core", "pandas")
+from suite.core.backend import BACKENDS
+
+PACKAGES = ("numpy", "hydra-core", "pandas")
+"""The suite's own; each registered backend adds the distributions it is made of (`Backend.packages`)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def versions() -> str:
     found = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in dict.fromkeys([*PACKAGES, *(p for b in BACKENDS.values() for p in b.packages)]):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
