@@ -1,8 +1,14 @@
-"""torch as the library rival: its tuned kernels (layer_norm, softmax, scaled_dot_product_attention, matmul)
-registered as variant `library`, on the CPU and, where a GPU answers, on CUDA.
+"""torch as the rival a user would pick instead of hand-written kernels, on the CPU and, where a GPU answers, CUDA.
 
-Hand-written fused kernels are only worth their upkeep if they stand near the tuned library kernel; these rows
-put that kernel on the same inputs, checked and timed the same way.
+Three variants per scenario, each checked and timed like every other row on the same inputs:
+- `library`: torch's tuned kernel where one exists (layer_norm, rms_norm, softmax, scaled_dot_product_attention,
+  matmul / addmm);
+- `eager`: the scenario's canonical unfused decomposition as torch ops, one op per kernel, each intermediate
+  stored in the case's dtype in a buffer allocated before the launch;
+- `compiled`: the same decomposition through torch.compile (Inductor), see `backends.torch.compiler`.
+
+Hand-written fused kernels are only worth their upkeep if they beat what the compiler fuses for free and stand
+near the tuned library kernel; these rows put both beside them.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.core.backend import Backend, Copy, register_backend
+from suite.core.backend import Backend, Copy, Option, register_backend
 from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -61,9 +67,17 @@ class TorchCUDA(TorchCPU):
         return int(torch.cuda.mem_get_info()[0])
 
 
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+"""torch.compile's modes: reduce-overhead adds CUDA graphs, max-autotune autotunes matmul templates too."""
+
+
 class Torch(Backend):
     name = "torch"
     packages = ("torch",)
+    options = (
+        Option("mode", "torch.compile mode of variant `compiled`", "default", kind=str, choices=MODES),
+        Option("dynamic", "compile shape-generic code (true) or each case's exact shapes (false)", False, kind=bool),
+    )
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """The suite's shared stream as torch's current stream (GPU runs); on the CPU there is none."""

@@ -1,4 +1,5 @@
-"""torch's layer_norm, rms_norm and softmax as variant `library` of the normalization family, CPU and CUDA.
+"""torch's layer_norm, rms_norm and softmax as variant `library` of the normalization family, CPU and CUDA, beside
+the decomposition in torch ops (`eager`) and through torch.compile (`compiled`, see `normalization_steps`).
 
 Each writes straight into the suite's output where torch has an out= form: `native_layer_norm.out` (its mean
 and rstd go to buffers allocated here) and `_softmax.out`. rms_norm has none, so its result is copied into
@@ -15,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from backends.torch import BACKEND
+from backends.torch.normalization_steps import compiled_variant, eager
 from scenarios.normalization import EPS
 from suite.core.registry import Launcher, register_each
 
@@ -65,4 +67,5 @@ def library(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict)
     return LIBRARY[op](inputs, out, params, opts)
 
 
-register_each(LIBRARY, backend="torch", devices=("cpu", "cuda"), library=library)
+register_each(LIBRARY, backend="torch", devices=("cpu", "cuda"), library=library, eager=eager,
+              compiled=compiled_variant)  # fmt: skip

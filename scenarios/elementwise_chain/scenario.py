@@ -5,6 +5,9 @@ so a chain of k ops materialises k-1 intermediates of n elements. Fused, one ker
 op in float32 registers and writes y once. Every intermediate removed saves 2·n·s bytes (one write, one read):
 for 10⁶ half-precision values that is 4,000,000 bytes. Elementwise ops do almost no arithmetic per byte, so
 both variants are bound by memory bandwidth and the ledger predicts the speedup: k kernels' traffic over one's.
+torch's `eager` runs the same unfused decomposition (one op per kernel) and `compiled` the same ops through
+torch.compile; they get the unfused and the fused ledgers, so a compiler that fuses the chain is held to the
+traffic of one kernel.
 
 Exact meaning of each op on the running value v (fused kernels compute in float32; unfused kernels store each
 intermediate in the chain's dtype):
@@ -41,6 +44,7 @@ BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
 class ElementwiseChain(Scenario):
     name = "elementwise_chain"
     inputs = ("x",)
+    variants = ("fused", "unfused", "eager", "compiled")
     axes = ("n", "ops")
     list_axes = ("ops",)
     size_axis = "n"
@@ -93,7 +97,12 @@ class ElementwiseChain(Scenario):
         unfused = tuple(KernelTraffic(op, n * s, n * s, FLOPS[op] * n) for op in ops)
         fused = (KernelTraffic("+".join(ops), n * s, n * s, sum(FLOPS[op] for op in ops) * n),)
         removed = tuple(Intermediate(f"after {op}", n, s) for op in ops[:-1])
-        return {"unfused": VariantLedger("unfused", unfused), "fused": VariantLedger("fused", fused, removed)}
+        return {
+            "unfused": VariantLedger("unfused", unfused),
+            "fused": VariantLedger("fused", fused, removed),
+            "eager": VariantLedger("eager", unfused),
+            "compiled": VariantLedger("compiled", fused, removed),
+        }
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, never below BASE_TOL.

@@ -7,7 +7,7 @@ counts, per step, every tensor it names read once and its output written once (s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -122,6 +122,8 @@ def normalization_ledger(op: str, inputs: tuple[str, ...], params: Params, dtype
         "unfused": VariantLedger("unfused", unfused),
         "fused": VariantLedger("fused", (fused,), removed),
         "library": VariantLedger("library", (library,), removed),
+        "eager": VariantLedger("eager", unfused),
+        "compiled": VariantLedger("compiled", (replace(library, name=f"{op} (compiled)"),), removed),
     }
 
 

@@ -8,7 +8,8 @@ registers of one thread block (CuPy, Numba CUDA) or one program (Triton) on a GP
 (float32 rows in place, halves converted into a float32 buffer). A wider row is walked in chunks of `tile`
 columns twice — once for the statistics (Chan's merge of chunk means and M2 for layernorm, an online max with
 a rescaled sum for softmax), once to write — so the fused kernel re-reads x once, and the ledger counts it.
-The library variant (torch's layer_norm, rms_norm, softmax) is given the fused kernel's minimal ledger.
+The library variant (torch's layer_norm, rms_norm, softmax) and the compiler's (torch.compile of the
+decomposition) are given the fused kernel's minimal ledger; torch's eager decomposition the unfused one.
 
 Exact meaning, over the last axis, eps = 1e-5 (every kernel computes in float32 and stores in the case's dtype):
     layernorm(x) = (x − mean) / sqrt(var + eps) · weight + bias      (biased variance)
@@ -118,7 +119,7 @@ def emulate(op: str, inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
 class RowNormalization(Scenario):
     """What the three ops share: axes, presets, checks, inputs, ledger and tolerance; subclasses add the math."""
 
-    variants = ("fused", "unfused", "library")
+    variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols", "tile")
     size_axis = "cols"
     presets = {

@@ -17,13 +17,22 @@ from importlib.metadata import entry_points
 from typing import Any
 
 Launcher = Callable[[], None]
-"""A prepared run of one variant: launches every kernel of it, writes the output buffer, allocates nothing."""
+"""A prepared run of one variant: launches every kernel of it, writes the output buffer, allocates nothing.
+
+A launcher may carry `notes`, a dict it fills while it runs (what a compiler generated for it on the first
+call, whether that came from a cache): the suite reads them after the first launch into the row's `extra`."""
 
 Entry = Callable[..., Launcher]
 """entry(inputs: dict[str, device array], out: device array, params: dict, opts: dict) -> Launcher."""
 
 FamilyEntry = Callable[..., Launcher]
 """entry(scenario: str, inputs, out, params, opts) -> Launcher: one implementation serving several scenarios."""
+
+
+def notes(launcher: Launcher) -> dict[str, Any]:
+    """What `launcher` reported about itself while it ran (its `notes` attribute), or nothing."""
+    found = getattr(launcher, "notes", None)
+    return dict(found) if isinstance(found, dict) else {}
 
 
 @dataclass(frozen=True, order=True)

@@ -68,6 +68,16 @@ class Row:
     """pays, neutral or loses: from the interval, see suite.core.fusion."""
     fusion_efficiency: float | None = None
     """Time saved over the time the ledger's removed bytes take at the measured ceiling."""
+    rival: str = ""
+    """The implementation a user could pick instead on the same device (`torch/compiled`: what the compiler
+    fuses for free), timed in the same interleaved rounds; see `Scenario.rivals`."""
+    rival_speedup: float | None = None
+    """Median over rounds of the rival's time / this row's time: above 1 the hand-written kernel is faster."""
+    rival_lo: float | None = None
+    rival_hi: float | None = None
+    """Bootstrap 95% interval of `rival_speedup`."""
+    rival_verdict: str = ""
+    """pays, neutral or loses against the rival, by the same interval rule as `verdict`."""
     regs: int | None = None
     spill_bytes: int | None = None
     smem_bytes: int | None = None

@@ -36,8 +36,18 @@ class Scenario:
     inputs: ClassVar[tuple[str, ...]]
     variants: ClassVar[tuple[str, ...]] = ("fused", "unfused")
     baseline: ClassVar[str] = "unfused"
-    pairs: ClassVar[tuple[tuple[str, str], ...]] = (("fused", "unfused"), ("library", "unfused"))
-    """(candidate, baseline) variant pairs that get a paired speedup and a verdict on the same backend/device."""
+    pairs: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("fused", "unfused"),
+        ("compiled", "eager"),
+        ("library", "eager"),
+        ("library", "unfused"),
+    )
+    """(candidate, baseline) variant pairs that get a paired speedup and a verdict on the same backend/device;
+    a candidate is compared with the first of its baselines that was timed beside it."""
+    rivals: ClassVar[tuple[tuple[str, str], ...]] = (("fused", "compiled"),)
+    """(candidate, rival) variant pairs compared across backends on the same device: a hand-written kernel
+    against what a user could pick instead (the compiler's fusion of the same decomposition), both timed in the
+    same interleaved rounds."""
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
     axes: ClassVar[tuple[str, ...]]
     """Parameter names; each is a sweep axis in the config and a key of `params` in results.csv."""

@@ -54,6 +54,9 @@ NUMERIC = [
     "smem_bytes",
     "occupancy",
     "cache_bytes",
+    "rival_speedup",
+    "rival_lo",
+    "rival_hi",
 ]
 PAID, LOST = 1.1, 0.9
 """Without a paired interval (rows from before it existed), a speedup ≥ PAID pays, ≤ LOST loses."""

@@ -31,10 +31,12 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     status, reason = stages.outcome()
     values: dict[str, Any] = {}
     for stage in (stages.ledger, stages.check, stages.resources, stages.peer, stages.timing, stages.rates,
-                  stages.comparison):  # fmt: skip
+                  stages.comparison, stages.rival):  # fmt: skip
         if stage is not None:
             values.update({f.name: getattr(stage, f.name) for f in fields(stage) if f.name in _FROM_STAGES})
     extra = dict(stages.resources.extra) if stages.resources is not None else {}
+    if stages.check is not None:
+        extra.update(stages.check.notes)
     if stages.rates is not None and stages.rates.gflops is not None:
         extra["gflops"] = stages.rates.gflops
     mode = stages.mode

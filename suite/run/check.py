@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import numerics, targets
+from suite.core import numerics, registry, targets
 from suite.core.backend import BACKENDS
 from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
@@ -65,9 +65,10 @@ def availability(key: KernelKey, job: Job) -> Availability:
 
 
 def options(job: Job, key: KernelKey, mode: str) -> dict[str, Any]:
-    """The backend's options from the config, plus the shared CUDA stream for kernels that run on a GPU."""
+    """The backend's options from the config, plus the shared CUDA stream for kernels that run on a GPU and the
+    run's folder for the backend's compile caches (`cache_dir`: a rerun into the same run directory is warm)."""
     opts = {**BACKENDS[key.backend].defaults(), **(job.backend_options.get(key.backend) or {})}
-    opts["stream"] = None
+    opts["stream"], opts["cache_dir"] = None, job.cache_dir
     if mode == targets.NATIVE and key.device == "cuda":
         from suite.gpu import driver as cuda_driver
 
@@ -107,7 +108,7 @@ def build_and_check(
         where = f" on the slice {built.checked_params}" if built.checked_params else " on the whole case"
         reason = f"{target.probe().reason}; numerics checked{where}"
     return replace(built, status=status, reason=reason, compile_ms=compile_ms, max_rel_err=max_rel_err, out=out,
-                 launcher=launcher), found  # fmt: skip
+                 launcher=launcher, notes=registry.notes(launcher)), found  # fmt: skip
 
 
 def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params: Params,

@@ -51,4 +51,5 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
     found = measure.timed(found, job, cuda_clock)
     found = measure.rated(found, ceilings)
     found = measure.compared(found, scn, case.seed)
+    found = measure.rivaled(found, scn, case.seed)
     return [assemble(key, case, stages) for key, stages in found.items()]

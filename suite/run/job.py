@@ -38,6 +38,8 @@ class Job:
     """Variants were named by the user: a backend lacking one gets an `unsupported` row instead of silence."""
     run_id: str = ""
     """The run directory's name, recorded in every row."""
+    cache_dir: str | None = None
+    """Where backends keep compile caches for this run (`<run dir>/cache`); None: their own defaults."""
 
     def impls(self) -> list[tuple[str, str, str]]:
         """What to run: each backend on each requested device it has a target for, each variant."""

@@ -15,7 +15,7 @@ from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.run.ceiling import Ceiling
 from suite.run.job import Job
-from suite.run.stages import Comparison, Peer, Rates, Stages, Timed
+from suite.run.stages import Comparison, Peer, Rates, Rival, Stages, Timed
 from suite.run.timing import CpuClock, CudaClock, measure_interleaved
 
 Found = dict[KernelKey, Stages]
@@ -83,6 +83,27 @@ def compared(found: Found, scn: Scenario, seed: int) -> Found:
         pair = next((b for c, b in scn.pairs if c == variant and (backend, device, b) in done), None)
         if pair is not None:
             out[k] = replace(cand, comparison=_compare(pair, done[(backend, device, pair)][1], cand, seed))
+    return out
+
+
+def rivaled(found: Found, scn: Scenario, seed: int) -> Found:
+    """Paired speedup and verdict of each candidate over its rival on another backend of the same device (the
+    scenario's `rivals`: hand-fused against the compiler). Every implementation of a device is timed in the
+    same rounds (see `timed`), so round i of the two shares the machine's state as a fused/unfused pair does."""
+    done = {(k.backend, k.device, k.variant): s for k, s in found.items() if s.timing is not None}
+    out = dict(found)
+    for k, cand in found.items():
+        if cand.timing is None:
+            continue
+        for candidate, variant in scn.rivals:
+            rival = next((b for b, d, v in sorted(done) if (d, v) == (k.device, variant) and b != k.backend), None)
+            if candidate != k.variant or rival is None:
+                continue
+            base = done[(rival, k.device, variant)].timing
+            assert base is not None
+            c = fusion.compare(list(base.times_ms), list(cand.timing.times_ms), seed)
+            out[k] = replace(out[k], rival=Rival(f"{rival}/{variant}", c.speedup, c.lo, c.hi, c.verdict))
+            break
     return out
 
 

@@ -47,6 +47,7 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
                     skip,
                     strict=bool(cfg.variants),
                     run_id=outdir.name,
+                    cache_dir=str(outdir.resolve() / "cache"),
                 )
             )
     return out

@@ -4,7 +4,8 @@ Stages never fill in a row: each returns one of these, and `suite.run.assemble` 
 in one place. A field named like a results.csv column is that column's value (None where the stage did not get
 that far); the other fields carry what a later stage needs (the output, the launcher, the timed samples).
 The stages, in order: availability, ledger, build-and-check (with the kernels' resources), peers, timing,
-rates, comparison. The first that stops an implementation says why (`Stages.outcome`).
+rates, comparison (with its baseline, and with the rival on another backend). The first that stops an
+implementation says why (`Stages.outcome`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class Check:
     max_rel_err: float | None = None
     out: np.ndarray | None = None
     launcher: Callable[[], None] | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
+    """What the launcher reported about itself while it ran (`suite.core.registry.notes`), kept in `extra`."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,17 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Rival:
+    """Paired speedup over the rival implementation (another backend on the same device), interval, verdict."""
+
+    rival: str
+    rival_speedup: float
+    rival_lo: float
+    rival_hi: float
+    rival_verdict: str
+
+
+@dataclass(frozen=True)
 class Stages:
     """Every stage one implementation went through; those it never reached are None."""
 
@@ -145,6 +159,7 @@ class Stages:
     timing: Timed | None = None
     rates: Rates | None = None
     comparison: Comparison | None = None
+    rival: Rival | None = None
 
     def outcome(self) -> tuple[str, str]:
         """Status and reason: the first stage that stopped the implementation says why; an `ok` that was not
