@@ -1,11 +1,13 @@
 """Test set-up: without a GPU, CUDA kernels run in the Triton interpreter and the Numba CUDA simulator.
 
 The switches must be set before Triton decorates a kernel or `numba.cuda` is first imported, so here,
-before any test module imports a backend.
+before any test module imports a backend. Inductor's cache (torch.compile rows) is one folder for the session.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from suite.core.targets import configure_emulation
 from suite.gpu import resources
 
 configure_emulation(True)
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fusebench-inductor-"))
+"""One Inductor cache for the whole session (torch.compile rows of many tests share graphs), fresh each session."""
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 

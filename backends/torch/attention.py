@@ -1,23 +1,32 @@
-"""Attention's library rival: `torch.nn.functional.scaled_dot_product_attention` on the same q, k, v.
+"""Attention in torch: `library` (scaled_dot_product_attention), `eager` (scores → masked softmax → P·V as torch
+ops) and `compiled` (the same ops through torch.compile).
 
-On a GPU torch picks a flash or memory-efficient kernel; on the CPU its fused flash-attention kernel. The
-launcher copies the result into the suite's output buffer (SDPA has no `out=`): one extra read and write of O,
-small beside the K and V traffic, and the same on both devices. The ledger credits it with the least any
-implementation must move: q, k, v read once and O written once.
+- library: on a GPU torch picks a flash or memory-efficient kernel; on the CPU its fused flash-attention
+  kernel. SDPA has no `out=`, so the launcher copies the result into the suite's output: one extra read and
+  write of O, small beside the K and V traffic, and the same on both devices. The ledger credits it with the
+  least any implementation must move: q, k, v read once and O written once.
+- eager: the unfused decomposition with S and P (L×L per head, the case's dtype) in buffers allocated here:
+  S = Q·Kᵀ/√d in one batched matmul (`baddbmm`, the scale applied as its alpha), the causal mask as one more
+  pass over S (`masked_fill_`), P = softmax(S), O = P·V written into the output. The library computes every
+  score, masked or not, so the ledger counts L² per head for eager (and the mask's pass when causal).
+- compiled: the same ops, functionally; Inductor may keep the L² scores in memory or match the pattern to its
+  own fused attention, and the row's `extra.compiler` says which.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from backends.torch import BACKEND
+from backends.torch.compiler import compiled
 from suite.core.registry import Launcher, kernel
 
 
-def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
+def _library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     causal = bool(params["causal"])
     on_stream = BACKEND.launch_stream(opts.get("stream"))
@@ -29,5 +38,58 @@ def _entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launch
     return launch
 
 
-kernel(scenario="attention", backend="torch", variant="library", device="cpu")(_entry)
-kernel(scenario="attention", backend="torch", variant="library", device="cuda")(_entry)
+def _mask(params: dict, device: torch.device) -> torch.Tensor | None:
+    """True above the diagonal (keys after the query) when causal; None otherwise."""
+    if not params["causal"]:
+        return None
+    seq_len = params["seq_len"]
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
+
+
+def _eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    batch, heads, seq_len, head_dim = q.shape
+    n = batch * heads
+    q3, kt, v3 = (
+        q.reshape(n, seq_len, head_dim),
+        k.reshape(n, seq_len, head_dim).transpose(1, 2),
+        v.reshape(n, seq_len, head_dim),
+    )
+    scores = torch.empty((n, seq_len, seq_len), dtype=q.dtype, device=q.device)
+    probs, o3 = torch.empty_like(scores), out.view(n, seq_len, head_dim)
+    zero, mask, scale = (
+        torch.zeros((), dtype=q.dtype, device=q.device),
+        _mask(params, q.device),
+        1 / math.sqrt(head_dim),
+    )
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
+
+    def launch() -> None:
+        with on_stream():
+            torch.baddbmm(zero, q3, kt, beta=0, alpha=scale, out=scores)
+            if mask is not None:
+                scores.masked_fill_(mask, float("-inf"))
+            torch.ops.aten._softmax.out(scores, -1, False, out=probs)
+            torch.bmm(probs, v3, out=o3)
+
+    return launch
+
+
+def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    q = inputs["q"]
+    mask, scale = _mask(params, q.device), 1 / math.sqrt(q.shape[-1])
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor) -> None:
+        s = torch.matmul(q, k.transpose(-2, -1)) * scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        o.copy_(torch.matmul(torch.softmax(s, dim=-1), v))
+
+    args = (inputs["q"], inputs["k"], inputs["v"], out)
+    return compiled(attention, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
+
+
+for _device in ("cpu", "cuda"):
+    kernel(scenario="attention", backend="torch", variant="library", device=_device)(_library)
+    kernel(scenario="attention", backend="torch", variant="eager", device=_device)(_eager)
+    kernel(scenario="attention", backend="torch", variant="compiled", device=_device)(_compiled)

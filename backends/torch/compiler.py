@@ -86,6 +86,22 @@ def _cache_hits() -> tuple[int, int]:
     return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
 
 
+_MADE: dict[tuple, dict[str, Any]] = {}
+"""What Inductor made for each (function, closure, argument shapes and dtypes, settings) compiled in this process:
+Dynamo serves a second entry of the same function and shapes (another tile of the same matmul) from its own
+cache without generating code again, and the row must still say what runs."""
+
+
+def _identity(fn: Callable[..., None], args: tuple[Any, ...], settings: Mapping[str, Any]) -> tuple:
+    def describe(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return tuple(value.shape), str(value.dtype), str(value.device)
+        return repr(value)
+
+    cells = tuple(describe(c.cell_contents) for c in fn.__closure__ or ())
+    return fn.__code__, cells, tuple(describe(a) for a in args), tuple(sorted(settings.items()))
+
+
 class Compiled:
     """The launcher of a compiled decomposition: the first call compiles and records what Inductor made
     (`notes`), every later call only runs it."""
@@ -99,6 +115,7 @@ class Compiled:
         self.notes: dict[str, Any] = {}
         self._first = True
         self._settings = {"mode": mode, "dynamic": bool(opts.get("dynamic", False))}
+        self._identity = _identity(fn, args, self._settings)
 
     def __call__(self) -> None:
         if self._first:
@@ -119,17 +136,15 @@ class Compiled:
             self.compiled(*self.args)
         seconds = time.perf_counter() - start
         new_hits, new_misses = _cache_hits()
-        warm = new_hits > hits and new_misses == misses
-        made = inductor_code.read(codes).notes(self.out_elements)
+        if codes:
+            made = {**inductor_code.read(codes).notes(self.out_elements), "graphs": len(codes)}
+            warm = new_hits > hits and new_misses == misses
+            made["cache"] = "warm" if warm else "cold"
+            _MADE[self._identity] = made
+        else:  # Dynamo reused a graph compiled earlier in this process for the same function and shapes
+            made = {**_MADE.get(self._identity, {}), "cache": "reused in process"}
         self.notes = {
-            "compiler": {
-                **made,
-                **self._settings,
-                "cache": "warm" if warm else "cold",
-                "cache_dir": self.cache or "",
-                "first_call_s": round(seconds, 3),
-                "graphs": len(codes),
-            }
+            "compiler": {**made, **self._settings, "cache_dir": self.cache or "", "first_call_s": round(seconds, 3)}
         }
 
 

@@ -1,9 +1,14 @@
-"""Matmul with torch: `torch.matmul` (cuBLAS on a GPU, oneDNN/MKL on the CPU) and torch's gelu, as `library`.
+"""Matmul in torch: `library` (torch.matmul, or `addmm` with the bias then gelu), `eager` (mm, bias add, gelu as
+three ops) and `compiled` (the same through torch.compile).
 
-With the epilogue, A·B is stored in the case's dtype (as every backend's unfused intermediate is), the bias
-is added in place and `gelu(approximate="tanh")` writes the output: two elementwise kernels where the ledger
-counts one, which is what eager torch costs without a compiler. float32 products are full float32 on both
-devices: TF32 is off unless torch.backends.cuda.matmul.allow_tf32 is set, which this module never does.
+- library: cuBLAS on a GPU, oneDNN/MKL on the CPU. With the epilogue the bias is added by the library's GEMM
+  (`addmm`, C = bias + A·B) and `gelu(approximate="tanh")` writes the output: the best two kernels eager torch
+  offers. float32 products are full float32 on both devices: TF32 is off unless
+  torch.backends.cuda.matmul.allow_tf32 is set, which this module never does.
+- eager: the decomposition one op per kernel, A·B and A·B + bias stored in the case's dtype in buffers
+  allocated here. Without an epilogue it is the library's one call, so matmul compares it only with one.
+- compiled: the same ops, functionally; Inductor calls the library GEMM and may fuse the epilogue into one
+  pointwise kernel (or, with `max-autotune`, into a GEMM template of its own).
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from backends.torch import BACKEND
+from backends.torch.compiler import compiled
 from suite.core.registry import Launcher, kernel
 
 
@@ -24,13 +31,43 @@ def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict
 
     def launch() -> None:
         with on_stream():
-            torch.matmul(a, b, out=mid)
             if epilogue:
-                mid.add_(bias)
+                torch.addmm(bias, a, b, out=mid)
                 torch.ops.aten.gelu.out(mid, approximate="tanh", out=out)
+            else:
+                torch.matmul(a, b, out=out)
 
     return launch
 
 
-kernel(scenario="matmul", backend="torch", variant="library", device="cpu")(_library)
-kernel(scenario="matmul", backend="torch", variant="library", device="cuda")(_library)
+def _eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
+    epilogue = params["epilogue"] == "bias_gelu"
+    product, shifted = (torch.empty_like(out), torch.empty_like(out)) if epilogue else (out, out)
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
+
+    def launch() -> None:
+        with on_stream():
+            torch.mm(a, b, out=product)
+            if epilogue:
+                torch.add(product, bias, out=shifted)
+                torch.ops.aten.gelu.out(shifted, approximate="tanh", out=out)
+
+    return launch
+
+
+def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    epilogue = params["epilogue"] == "bias_gelu"
+
+    def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, c: torch.Tensor) -> None:
+        product = torch.mm(a, b)
+        c.copy_(F.gelu(product + bias, approximate="tanh") if epilogue else product)
+
+    args = (inputs["a"], inputs["b"], inputs["bias"], out)
+    return compiled(matmul, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
+
+
+for _device in ("cpu", "cuda"):
+    kernel(scenario="matmul", backend="torch", variant="library", device=_device)(_library)
+    kernel(scenario="matmul", backend="torch", variant="eager", device=_device)(_eager)
+    kernel(scenario="matmul", backend="torch", variant="compiled", device=_device)(_compiled)

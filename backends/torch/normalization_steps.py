@@ -89,4 +89,3 @@ def compiled_variant(op: str, inputs: dict[str, Any], out: torch.Tensor, params:
 
     args = (*inputs.values(), out)
     return compiled(decomposition, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
-

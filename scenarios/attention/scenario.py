@@ -26,6 +26,7 @@ convention behind attention TFLOP/s figures; the softmax's ~5 operations per sco
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,11 +87,26 @@ def scores_per_head(seq_len: int, causal: bool) -> int:
     return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
 
 
+def eager_kernels(n: int, seq_len: int, d: int, s: int, causal: bool) -> tuple[KernelTraffic, ...]:
+    """The unfused decomposition as a framework's batched matmuls run it: every one of the L² scores per head
+    is computed, stored in S and P and read back (no masked score is skipped), K and V are read once per head,
+    and a causal mask is one more pass over S."""
+    qkvo, e = n * seq_len * d * s, n * seq_len * seq_len
+    flops = 2 * d * e
+    mask = (KernelTraffic("mask", e * s, e * s, 0),) if causal else ()
+    return (
+        KernelTraffic("scores", 2 * qkvo, e * s, flops),
+        *mask,
+        KernelTraffic("softmax", e * s, e * s, 0),
+        KernelTraffic("pv", e * s + qkvo, qkvo, flops),
+    )
+
+
 @register
 class Attention(Scenario):
     name = "attention"
     inputs = ("q", "k", "v")
-    variants = ("fused", "unfused", "library")
+    variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = AXES
     size_axis = "seq_len"
     config = AttentionConfig
@@ -176,6 +192,8 @@ class Attention(Scenario):
             "unfused": VariantLedger("unfused", unfused),
             "fused": VariantLedger("fused", fused, removed),
             "library": VariantLedger("library", library, removed),
+            "eager": VariantLedger("eager", eager_kernels(n, seq_len, d, s, causal)),
+            "compiled": VariantLedger("compiled", (replace(library[0], name="compiled"),), removed),
         }
 
     def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:
@@ -186,7 +204,7 @@ class Attention(Scenario):
         """
         n, seq_len, d, s = params["batch"] * params["heads"], params["seq_len"], params["head_dim"], itemsize(dtype)
         io = 4 * n * seq_len * d * s
-        return io + 2 * n * seq_len * seq_len * s if variant == "unfused" else io
+        return io + 2 * n * seq_len * seq_len * s if variant in ("unfused", "eager", "compiled") else io
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused decomposition done by NumPy in float32 with S, P and O stored in

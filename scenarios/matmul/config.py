@@ -8,8 +8,12 @@ and `Matmul.check` says what a value must be in words Hydra's type errors cannot
 from dataclasses import dataclass
 from typing import Any
 
-VARIANTS_BY_EPILOGUE = {"none": ("unblocked", "tiled", "library"), "bias_gelu": ("unfused", "fused", "library")}
-"""The values of the `epilogue` axis and the variants each compares: tiling without one, fusion with one."""
+VARIANTS_BY_EPILOGUE = {
+    "none": ("unblocked", "tiled", "library", "compiled"),
+    "bias_gelu": ("unfused", "fused", "library", "eager", "compiled"),
+}
+"""The values of the `epilogue` axis and the variants each compares: tiling without one, fusion with one; the
+compiler (torch.compile of the same ops) with both, eager torch only where it is more than one library call."""
 
 
 @dataclass

@@ -17,7 +17,9 @@ The `bias_gelu` epilogue, C = gelu(A·B + bias) with the tanh gelu of the elemen
 length N broadcast over rows, is where fusion comes back: `unfused` is the tiled kernel writing A·B to device
 memory and a separate elementwise kernel reading it back, `fused` applies the epilogue to the accumulator tile
 before its single store, removing one M×N intermediate (2·M·N·s bytes), and `library` is the library matmul
-followed by the backend's elementwise kernel. Every entry accepts either epilogue (a variant of the other
+followed by the backend's elementwise kernel. torch adds `eager` (mm, bias add and gelu, one op each: the
+ledger counts its two M×N intermediates) and `compiled` (the same through torch.compile, credited with the
+compulsory traffic and the epilogue fused, the best the compiler could do). Every entry accepts either epilogue (a variant of the other
 family adds the separate epilogue kernel or none), but `variants_for` names the three variants a case compares.
 
 Tolerance: a float32 sum of K products in any order is within about √K·u·Σ|a||b| of the exact one (u = 2⁻²⁴),
@@ -78,9 +80,11 @@ def gelu(v: np.ndarray) -> np.ndarray:
 class Matmul(Scenario):
     name = "matmul"
     inputs = ("a", "b", "bias")
-    variants = ("unblocked", "tiled", "unfused", "fused", "library")
+    variants = ("unblocked", "tiled", "unfused", "fused", "library", "eager", "compiled")
     baseline = "unfused"
-    pairs = (("tiled", "unblocked"), ("fused", "unfused"), ("tiled", "library"), ("fused", "library"))
+    pairs = (("tiled", "unblocked"), ("fused", "unfused"), ("tiled", "library"), ("fused", "library"),
+             ("compiled", "eager"), ("library", "eager"))  # fmt: skip
+    rivals = (("fused", "compiled"), ("tiled", "compiled"))
     axes = ("m", "n", "k", "epilogue", "tile")
     list_axes = ("tile",)
     size_axis = "m"
@@ -150,19 +154,24 @@ class Matmul(Scenario):
         tiled = KernelTraffic(f"tiled matmul {bm}×{bn}", tiled_reads(m, n, k, bm, bn) * s, mn * s, mnk2)
         library = KernelTraffic("library matmul", (m * k + k * n) * s, mn * s, mnk2)
         if params["epilogue"] == "none":
-            kernels = {"unblocked": (unblocked,), "tiled": (tiled,), "library": (library,)}
+            kernels = {"unblocked": (unblocked,), "tiled": (tiled,), "library": (library,), "compiled": (library,)}
             out = {v: VariantLedger(v, kernels[v]) for v in kernels}
-            return out | {v: VariantLedger(v, (tiled,)) for v in ("unfused", "fused")}
+            return out | {v: VariantLedger(v, (tiled,)) for v in ("unfused", "fused", "eager")}
         epi_flops = EPILOGUE_FLOPS * mn
         epilogue = KernelTraffic("bias+gelu", (mn + n) * s, mn * s, epi_flops)
         fused = KernelTraffic(f"tiled matmul {bm}×{bn} + bias+gelu", tiled.bytes_read + n * s, mn * s, mnk2 + epi_flops)
         removed = (Intermediate("A·B", mn, s),)
+        bias_add = KernelTraffic("bias add", (mn + n) * s, mn * s, mn)
+        gelu_only = KernelTraffic("gelu", mn * s, mn * s, FLOPS["gelu"] * mn)
+        compiled = KernelTraffic("library matmul + bias+gelu", (m * k + k * n + n) * s, mn * s, mnk2 + epi_flops)
         return {
             "unblocked": VariantLedger("unblocked", (unblocked, epilogue)),
             "tiled": VariantLedger("tiled", (tiled, epilogue)),
             "unfused": VariantLedger("unfused", (tiled, epilogue)),
             "fused": VariantLedger("fused", (fused,), removed),
             "library": VariantLedger("library", (library, epilogue)),
+            "eager": VariantLedger("eager", (library, bias_add, gelu_only)),
+            "compiled": VariantLedger("compiled", (compiled,), removed),
         }
 
     def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:

@@ -28,8 +28,18 @@ from suite.core.tidy import dtype_rank
 DPI = 120
 MAX_COLS = 4
 """At most this many cases side by side; with more, an evenly spread selection from first to last."""
-STYLE = {"fused": ("-", "o"), "unfused": ("--", "X"), "library": (":", "s")}
-"""Line style and marker per variant; any other variant gets dash-dot and a diamond."""
+LineStyle = str | tuple[float, tuple[float, ...]]
+STYLE: dict[str, tuple[LineStyle, str]] = {
+    "fused": ("-", "o"),
+    "unfused": ("--", "X"),
+    "library": (":", "s"),
+    "eager": ((0, (3, 1, 1, 1, 1, 1)), "v"),
+    "compiled": ((0, (7, 2)), "P"),
+    "tiled": ("-", "^"),
+    "unblocked": ("--", "<"),
+}
+"""Line style and marker per variant; any other variant gets dash-dot and a diamond. Eager (the decomposition op
+by op) is dash-dot-dot and compiled long-dashed, so neither reads as the hand-written unfused or library line."""
 PREDICTED = {"cpu": (0, (5, 2)), "cuda": (0, (2, 2))}
 Draw = Callable[..., None]
 CEILING_LEGEND = {"measured copy ceiling (ordinary stores)": Line2D([], [], color="0.25", ls=":", lw=1.6)}

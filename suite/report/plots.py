@@ -1,5 +1,6 @@
 """The charts every scenario gets from one results table: time, speedup over the baseline and bandwidth
-against problem size, each marking where a variant starts to pay.
+against problem size, each marking where a variant starts to pay; where the compiler was timed too, every
+variant's time over the compiler's (suite.report.rival_chart).
 
 Plots read results; they never run kernels. Only timed rows are drawn (status ok, mode native, a median
 time): emulated and compile-only rows carry numerics, not times. The bandwidth ceiling is the copy measured in
@@ -34,6 +35,7 @@ from suite.core.chartkit import (
 )
 from suite.core.scenario import lookup
 from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, speedups, tidy, timed
+from suite.report.rival_chart import REFERENCE, rival_chart
 
 
 def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
@@ -52,6 +54,8 @@ def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
                 written.append(save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", name)))
             if not ratios.empty:
                 written.append(save(speedup_chart(ratios, colors), outdir / chart_name("speedup", name)))
+            if (sub["variant"] == REFERENCE).any() and (figure := rival_chart(sub, colors)) is not None:
+                written.append(save(figure, outdir / chart_name("vs_compiler", name)))
         for name, sub in data.groupby("scenario"):
             written += lookup(str(name)).charts(sub, outdir)
     return written

@@ -1,7 +1,8 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
 
 Everything is derived from the results table. Tables are plain GitHub markdown (suite.core.markdown, no
-tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`. Each
+tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`, and right
+after it, where hand-fused kernels were timed beside the compiler, how they fared (`suite.report.rivals`). Each
 scenario's part has the same sections whatever the family; a family adds its own through `Scenario.captions`
 and `Scenario.report_sections`.
 """
@@ -18,7 +19,7 @@ from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
-from suite.report import pressure, tables
+from suite.report import pressure, rivals, tables
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -30,6 +31,7 @@ CAPTIONS = {
     "time_vs_size": "Median time against size (band: interquartile range)",
     "speedup": "Measured speedup (solid) against the ledger's prediction (dashed)",
     "bandwidth": "Achieved bandwidth under the copy ceiling measured in the same run",
+    "vs_compiler": "Every variant's time over torch.compile's on the same case (below 1: faster than the compiler)",
 }
 """The generic charts (suite.report.plots), in the order the report shows them, before the family's own."""
 
@@ -96,6 +98,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     axis = rows["size_axis"].iloc[0]
     scn = lookup(name)
     parts = [f"## {name}", "### Verdict", verdicts(pairs)]
+    parts += [text for text in [rivals.section(rows)] if text]
     parts += ["### Speedup: measured vs predicted", tables.speedup_table(pairs, axis)]
     parts += ["### Crossover", tables.crossover_table(pairs)]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
