@@ -31,7 +31,14 @@ BAD = [
     (["backend_options.cupy.block=100"], "backend_options.cupy.block=100 must be a multiple of 32 in 32..1024"),
     (["+backend_options.cupy.colour=3"], "unknown option backend_options.cupy.colour; valid: block, max_items"),
     (["+backend_options.triton.num_warps=3"], "must be a power of two in 1..32"),
-    (["+backend_options.torch.block=3"], "unknown option backend_options.torch.block; valid: none"),
+    (["+backend_options.torch.block=3"], "unknown option backend_options.torch.block; valid: mode, dynamic"),
+    (["+backend_options.numpy.block=3"], "unknown option backend_options.numpy.block; valid: none"),
+    (
+        ["backend_options.torch.mode=fast"],
+        "backend_options.torch.mode=fast must be one of default, reduce-overhead, max-autotune, "
+        "max-autotune-no-cudagraphs",
+    ),
+    (["backend_options.torch.dynamic=sometimes"], "backend_options.torch.dynamic=sometimes must be true or false"),
 ]
 
 
@@ -62,6 +69,7 @@ def test_good_overrides_pass_precheck():
     precheck(["scenario.n=1000000", "scenario.ops=[scale,gelu]", "dtype=float16", "backends=[numba]", "device=cpu"])
     precheck(["-m", "scenario.n=1000,2000", "dtype=float32,float16"])
     precheck(["experiment=spill", "+backend_options.triton.num_warps=8"])
+    precheck(["backend_options.torch.mode=max-autotune", "backend_options.torch.dynamic=true"])
 
 
 def test_command_line_exit_status_two_and_one_line():
