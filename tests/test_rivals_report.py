@@ -95,12 +95,12 @@ def test_a_losing_case_says_it_loses(text: str) -> None:
 
 
 def test_what_the_compiler_made_comes_from_the_extra(text: str) -> None:
-    assert _line(text, "| rows=64 | 2¹⁰ |").endswith("| 1 kernel |")
-    made = "3 kernels (2 library calls); kept 1 full-size intermediate 1×4×2048×2048 (warm cache)"
+    assert _line(text, "| rows=64 | 2¹⁰ |").endswith("| 1 kernel; first call 2.5 s |")
+    made = "3 kernels (2 library calls); kept 1 full-size intermediate 1×4×2048×2048; first call 2.5 s (warm cache)"
     assert _line(text, "| rows=64 | 2¹² |").endswith(f"| {made} |")
     many = {**THREE_KERNELS, "full_size_intermediates": 2, "cache": "cold", "graphs": 2}
     said = "3 kernels (2 library calls); kept 2 full-size intermediates (largest 1×4×2048×2048)"
-    assert rivals.describe(many) == said + "; 2 graphs (graph breaks)"
+    assert rivals.describe(many) == said + "; 2 graphs (graph breaks); first call 2.5 s"
 
 
 def test_no_section_without_a_rival() -> None:

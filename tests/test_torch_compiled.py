@@ -8,6 +8,8 @@ and on preset S in tests/test_golden_rows.py; a bad `backend_options.torch.mode`
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -133,3 +135,12 @@ def test_rerun_into_the_same_run_directory_is_warm(tmp_path, monkeypatch):
     assert any((tmp_path / "cache" / "inductor").iterdir())
     assert second["compile_ms"].iloc[0] < first["compile_ms"].iloc[0]
     assert warm["kernels"] == cold["kernels"] == 1
+
+
+def test_bad_mode_exits_two_naming_the_modes():
+    proc = subprocess.run([sys.executable, "-m", "suite", "backend_options.torch.mode=fastest"], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "backend_options.torch.mode=fastest must be one of default, reduce-overhead" in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout

@@ -19,7 +19,9 @@ writing into the preallocated output so no allocation of the result is timed.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -54,12 +56,18 @@ _OURS: set[str] = set()
 def user_cache() -> str | None:
     """A TORCHINDUCTOR_CACHE_DIR the user chose. torch writes its default into the variable once it has asked
     for the folder (and a worker inherits that), and a run directory is the suite's own: neither is a choice."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not chosen or os.path.abspath(chosen) in {os.path.abspath(default_cache_dir()), *_OURS}:
+    if not chosen or os.path.abspath(chosen) in {os.path.abspath(_default_cache()), *_OURS}:
         return None
     return chosen
+
+
+def _default_cache() -> str:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # an older torch: its default, written out
+        return os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    return default_cache_dir()
 
 
 def cache_folder(opts: Mapping[str, Any]) -> str | None:

@@ -40,7 +40,7 @@ def _trend(line: pd.DataFrame) -> str:
     """Where the lead case paid, from which size on, and how the gain changed with size."""
     sp, sizes, said = line["speedup"].to_numpy(), line["size"].to_numpy(), line["verdict"].to_numpy()
     axis, variant, pred = line["size_axis"].iloc[0], line["variant"].iloc[0], _range(line["predicted"])
-    base = line["baseline"].iloc[0] if "baseline" in line else BASELINE
+    base = _baseline(line)
     start = next((i for i in range(len(sp)) if (said[i:] == "pays").all()), None)
     if start is None:
         if (said == "loses").all():
@@ -67,7 +67,7 @@ def _shape(line: pd.DataFrame) -> str:
         cached = small["pct_of_ceiling_base"].max()
         why = "fixed per-launch costs, not memory traffic, dominate there"
         if cached > CACHED_PCT:
-            why = f"the {BASELINE} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
+            why = f"the {_baseline(line)} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
             why += "intermediates were served from cache"
         return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
     if sp[-1] < SHRUNK * sp[peak]:
@@ -86,7 +86,7 @@ def _why(line: pd.DataFrame) -> str:
     fused, base = last["pct_of_ceiling"], last["pct_of_ceiling_base"]
     if np.isnan(fused) or np.isnan(base):
         return text + "."
-    text += f"; {last['variant']} ran at {fused:.0f}% and {BASELINE} at {base:.0f}% of the copy ceiling"
+    text += f"; {last['variant']} ran at {fused:.0f}% and {_baseline(line)} at {base:.0f}% of the copy ceiling"
     if share > 1 / EXPLAINED:
         return text + ", more than the bytes removed account for."
     if share >= EXPLAINED:
@@ -119,6 +119,11 @@ def _others(group: pd.DataFrame, lead: str) -> str:
     top = top.sort_values(HEAVIEST, ascending=False, kind="stable")
     each = [f"{fmt_x(r.speedup)} for {r.series} (predicted {fmt_x(r.predicted)})" for r in top.itertuples()]
     return f"Other cases at {top['size_axis'].iloc[0]} = {fmt_size(top['size'].iloc[0])}: {', '.join(each)}."
+
+
+def _baseline(line: pd.DataFrame) -> str:
+    """The variant the line is compared with (unfused, eager, unblocked)."""
+    return str(line["baseline"].iloc[0]) if "baseline" in line and line["baseline"].iloc[0] else BASELINE
 
 
 def _range(values: pd.Series | np.ndarray) -> str:
