@@ -90,20 +90,16 @@ def rivaled(found: Found, scn: Scenario, seed: int) -> Found:
     """Paired speedup and verdict of each candidate over its rival on another backend of the same device (the
     scenario's `rivals`: hand-fused against the compiler). Every implementation of a device is timed in the
     same rounds (see `timed`), so round i of the two shares the machine's state as a fused/unfused pair does."""
-    done = {(k.backend, k.device, k.variant): s for k, s in found.items() if s.timing is not None}
+    done = {(k.backend, k.device, k.variant): s.timing for k, s in found.items() if s.timing is not None}
     out = dict(found)
     for k, cand in found.items():
-        if cand.timing is None:
+        wanted = [variant for candidate, variant in scn.rivals if candidate == k.variant]
+        others = [(b, v) for b, d, v in sorted(done) if d == k.device and v in wanted and b != k.backend]
+        if cand.timing is None or not others:
             continue
-        for candidate, variant in scn.rivals:
-            rival = next((b for b, d, v in sorted(done) if (d, v) == (k.device, variant) and b != k.backend), None)
-            if candidate != k.variant or rival is None:
-                continue
-            base = done[(rival, k.device, variant)].timing
-            assert base is not None
-            c = fusion.compare(list(base.times_ms), list(cand.timing.times_ms), seed)
-            out[k] = replace(out[k], rival=Rival(f"{rival}/{variant}", c.speedup, c.lo, c.hi, c.verdict))
-            break
+        backend, variant = min(others, key=lambda bv: wanted.index(bv[1]))  # the scenario's first rival timed
+        c = fusion.compare(list(done[(backend, k.device, variant)].times_ms), list(cand.timing.times_ms), seed)
+        out[k] = replace(cand, rival=Rival(f"{backend}/{variant}", c.speedup, c.lo, c.hi, c.verdict))
     return out
 
 
