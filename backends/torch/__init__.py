@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from suite.core.backend import Backend, Copy, Option, register_backend
+from suite.core.registry import Entry, kernel
 from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -104,3 +105,11 @@ class Torch(Backend):
 
 
 BACKEND = register_backend(Torch(TorchCPU(), TorchCUDA()))
+
+
+def register(scenario: str, **variants: Entry) -> None:
+    """Register each `variant=entry` of `scenario` on both of torch's devices: one entry serves CPU and CUDA
+    tensors alike, since torch dispatches on the tensors' device."""
+    for device in BACKEND.targets:
+        for variant, entry in variants.items():
+            kernel(scenario=scenario, backend=BACKEND.name, variant=variant, device=device)(entry)

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from backends.torch import BACKEND
+from backends.torch import BACKEND, register
 from backends.torch.compiler import compiled
 from scenarios.elementwise_chain.ops import OPS
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launcher
 
 Op = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
@@ -65,6 +65,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(chain, (inputs["x"], out), out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-for _device in ("cpu", "cuda"):
-    kernel(scenario="elementwise_chain", backend="torch", variant="eager", device=_device)(_eager)
-    kernel(scenario="elementwise_chain", backend="torch", variant="compiled", device=_device)(_compiled)
+register("elementwise_chain", eager=_eager, compiled=_compiled)

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND
+from backends.torch import BACKEND, register
 from backends.torch.compiler import compiled
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launcher
 
 
 def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
@@ -67,7 +67,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(matmul, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-for _device in ("cpu", "cuda"):
-    kernel(scenario="matmul", backend="torch", variant="library", device=_device)(_library)
-    kernel(scenario="matmul", backend="torch", variant="eager", device=_device)(_eager)
-    kernel(scenario="matmul", backend="torch", variant="compiled", device=_device)(_compiled)
+register("matmul", library=_library, eager=_eager, compiled=_compiled)
