@@ -5,6 +5,7 @@ kernels are interpreted even on a machine with a GPU, and timing them would time
 stream given in opts["stream"] (a raw CUDA handle) by making it torch's current stream, which is the stream
 Triton launches on (`launch_stream`).
 
+Launch settings left unset are chosen per shape (`backends.triton.launch`) and recorded in each launcher's notes.
 For the resource report, kernel modules record each kernel at warmup (`backends.triton.record`); the report
 compiles it for sm_90 (`backends.triton.compile`) in a process where the interpreter is off.
 """
@@ -75,9 +76,10 @@ class Triton(Backend):
     name = "triton"
     packages = ("triton",)
     options = (
-        Option("block", "elements per program of the elementwise kernels", 1024, low=16, high=65536, power_of_two=True),
-        Option("num_warps", "warps per program; default: each kernel's choice for its tile", None, low=1, high=32,
-               power_of_two=True),
+        Option("block", "elements per program of the elementwise kernels; default: per shape (1024, fewer for "
+               "a small n)", None, low=16, high=65536, power_of_two=True),
+        Option("num_warps", "warps per program; default: per shape, each kernel's choice for its tile", None, low=1,
+               high=32, power_of_two=True),
     )  # fmt: skip
     compile_isolated = True
 

@@ -10,6 +10,10 @@ at its last row's key, and masked elements of S and P are neither stored nor rea
 Products are `tl.dot` with float32 accumulation; for float32 inputs `input_precision="ieee"` keeps them
 float32 (Triton's default, TF32, would round the inputs to 10 bits). head_dim is padded to a power of two
 (BLOCK_D, at least 16, the smallest `tl.dot`) with masked loads. The same source runs in the interpreter.
+
+The tiles are the case's; num_warps and num_stages of the tiled kernels follow from them, head_dim and the
+dtype (`backends.triton.launch.attention_config`), the softmax's warps from its chunk (`row_warps`), unless
+`num_warps` is set; the launcher's notes record each kernel's settings.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import triton
 import triton.language as tl
 
 from backends.triton import BACKEND
+from backends.triton.launch import attention_config, row_warps
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv, next_power_of_two
+from suite.core.launch_shape import chosen_by
 from suite.core.registry import Launcher, kernel
 
 
@@ -150,8 +156,8 @@ def _pv_kernel(P, V, Out, seq_len, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
 SOFTMAX_BLOCK = 1024
 """Chunk of a row the softmax kernel holds at once (smaller for short rows)."""
 NUM_WARPS = {"float32": 8, "float16": 4}
-"""Default warps per program: float32 products run on FMA units (no tensor cores in "ieee" precision) and
-need the registers of 8 warps to hold a 64×64 tile without spilling much; float16 uses mma with 4."""
+"""What `attention_config` gives the presets' 64×64 tiles of head_dim 64: float32 products run on FMA units (no
+tensor cores in "ieee" precision) and need the registers of 8 warps; float16 uses mma with 4."""
 
 
 def tile_constants(params: dict) -> dict[str, Any]:
@@ -170,22 +176,30 @@ def softmax_block(seq_len: int) -> int:
     return min(SOFTMAX_BLOCK, max(16, next_power_of_two(seq_len)))
 
 
-Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
+Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any], dict[str, int]]
+"""(kernel, grid, arguments, constexprs, launch options: num_warps and num_stages where chosen)."""
 
 
-def _launcher(steps: list[Step], opts: dict, dtype: str) -> Launcher:
+def tiled_options(consts: dict[str, Any], dtype: str, opts: dict) -> dict[str, int]:
+    """num_warps and num_stages of the tiled kernels (flash, scores, P·V) of a case."""
+    return attention_config(consts["BLOCK_M"], consts["BLOCK_N"], consts["BLOCK_D"], dtype, opts)
+
+
+def _launcher(steps: list[Step], opts: dict) -> Launcher:
     """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
-    num_warps = int(opts.get("num_warps", NUM_WARPS.get(dtype, 4)))
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
-    for fn, grid, args, consts in steps:
-        compiled = fn.warmup(*args, **consts, num_warps=num_warps, grid=grid)
-        record_triton(fn, args, consts, num_warps, compiled=compiled)
+    for fn, grid, args, consts, launch_opts in steps:
+        compiled = fn.warmup(*args, **consts, **launch_opts, grid=grid)
+        extra = {k: v for k, v in launch_opts.items() if k != "num_warps"}
+        record_triton(fn, args, consts, launch_opts["num_warps"], compiled=compiled, **extra)
 
     def launch() -> None:
         with context():
-            for fn, grid, args, consts in steps:
-                fn[grid](*args, **consts, num_warps=num_warps)
+            for fn, grid, args, consts, launch_opts in steps:
+                fn[grid](*args, **consts, **launch_opts)
 
+    kernels = {fn.fn.__name__.strip("_"): {**launch_opts, "grid": list(grid)} for fn, grid, _, _, launch_opts in steps}
+    launch.notes = {"launch": {**kernels, "chosen_by": chosen_by(opts, ("num_warps",))}}  # type: ignore[attr-defined]
     return launch
 
 
@@ -204,7 +218,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     consts = tile_constants(params)
     grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
-    return _launcher([(_flash_kernel, grid, args, consts)], opts, _dtype(out))
+    return _launcher([(_flash_kernel, grid, args, consts, tiled_options(consts, _dtype(out), opts))], opts)
 
 
 @kernel(scenario="attention", backend="triton", variant="unfused", device="cuda")
@@ -212,11 +226,12 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
-    tiled = (cdiv(seq_len, consts["BLOCK_M"]), heads)
+    tiled, tiled_opts = (cdiv(seq_len, consts["BLOCK_M"]), heads), tiled_options(consts, _dtype(out), opts)
+    block = softmax_block(seq_len)
     steps: list[Step] = [
-        (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts),
-        (_softmax_kernel, (heads * seq_len,), (s, p, seq_len),
-         {"CAUSAL": consts["CAUSAL"], "BLOCK": softmax_block(seq_len)}),
-        (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts),
+        (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts, tiled_opts),
+        (_softmax_kernel, (heads * seq_len,), (s, p, seq_len), {"CAUSAL": consts["CAUSAL"], "BLOCK": block},
+         {"num_warps": row_warps(block, opts)}),
+        (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts, tiled_opts),
     ]  # fmt: skip
-    return _launcher(steps, opts, _dtype(out))
+    return _launcher(steps, opts)

@@ -4,6 +4,8 @@ Fused launches it once with the whole chain: load x, every op in float32 registe
 it once per op with a one-op chain, each reading the previous intermediate (stored in the chain's dtype) and
 writing the next; two scratch buffers alternate, so the traffic is the ledger's while the footprint stays at
 two intermediates. Offsets are 64-bit: with n near 2**31 the last block's 32-bit offsets would wrap.
+BLOCK and num_warps come from n (`backends.triton.launch.chain_config`) unless the options set them; the
+launcher's notes record them.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import triton
 import triton.language as tl
 
 from backends.triton import BACKEND
+from backends.triton.launch import chain_config, device
 from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
+from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launcher, kernel
 
 
@@ -33,8 +37,8 @@ def _chain_kernel(x_ptr, y_ptr, n, CHAIN: tl.constexpr, BLOCK: tl.constexpr):
 
 def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict) -> Launcher:
     """Compile every step now (so the first timed call does not) and return a closure that only launches."""
-    block = BACKEND.option(opts, "block")
-    num_warps = int(opts.get("num_warps", 4))
+    config = chain_config(n, opts, device().sms)
+    block, num_warps = config["block"], config["num_warps"]
     grid = (cdiv(n, block),)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
     for x, y, chain in steps:  # compiles without launching (a no-op in the interpreter)
@@ -46,6 +50,7 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
             for x, y, chain in steps:
                 _chain_kernel[grid](x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps)
 
+    launch.notes = launch_notes(config, grid, chosen_by(opts, ("block", "num_warps")))  # type: ignore[attr-defined]
     return launch
 
 

@@ -9,8 +9,9 @@ is its own specialisation.
 Unfused walks the scenario's decomposition with four templates: a row reduction (one program per row,
 looping over the row), an elementwise step with a row statistic, exp, and scale (and shift); the elementwise
 ones run on a (rows, cdiv(cols, TILE)) grid. Matrices are stored in the case's dtype, statistics in float32.
-Offsets are 64-bit (row · cols passes 2³¹). num_warps grows with TILE (4 up to 1024 columns, 8 up to 4096,
-16 beyond) unless opts["num_warps"] says otherwise. Written for Triton 3.6 and later.
+Offsets are 64-bit (row · cols passes 2³¹). num_warps grows with TILE, 8 values a thread within 1..16 warps
+(`backends.triton.launch.row_warps`), unless opts["num_warps"] says otherwise; the launcher's notes record
+TILE, num_warps and the grid. Written for Triton 3.6 and later.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import triton
 import triton.language as tl
 
 from backends.triton import BACKEND
+from backends.triton.launch import row_warps
 from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns
+from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launcher, register_each
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
@@ -209,7 +212,8 @@ FUSED = {"layernorm": _layernorm_fused, "rmsnorm": _rmsnorm_fused, "softmax": _s
 
 
 def num_warps(tile: int, opts: dict) -> int:
-    return int(opts.get("num_warps") or (4 if tile <= 1024 else 8 if tile <= 4096 else 16))
+    """Warps of every kernel of a case with chunks of `tile` columns (`row_warps`)."""
+    return row_warps(tile, opts)
 
 
 Launch = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
@@ -244,6 +248,9 @@ def _launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
             for fn, grid, args, const in launches:
                 fn[grid](*args, TILE=tile, num_warps=warps, **const)
 
+    by = chosen_by(opts, ("num_warps",))
+    settings = {"tile": tile, "num_warps": warps}
+    launch.notes = launch_notes(settings, launches[0][1], by, kernels=len(launches))  # type: ignore[attr-defined]
     return launch
 
 
