@@ -17,6 +17,7 @@ import numpy as np
 
 from suite.core.backend import Backend, Build, Copy, Option, register_backend
 from suite.core.launch import MAX_ITEMS
+from suite.core.launch_shape import NOMINAL, Device
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -56,6 +57,16 @@ def _probe() -> Availability:
     except Exception as exc:
         return Availability(UNAVAILABLE, f"{no_gpu}, and NVRTC cannot compile for sm_90 ({exc})")
     return Availability(COMPILE, f"{no_gpu}: CUDA sources compiled for sm_90 through NVRTC, not run")
+
+
+def device() -> Device:
+    """SMs and resident threads per SM of the GPU CuPy runs on; the nominal sm_90 where it only compiles."""
+    if _probe().mode != NATIVE:
+        return NOMINAL
+    gpu = cupy.cuda.Device()
+    attrs = gpu.attributes
+    name = cupy.cuda.runtime.getDeviceProperties(gpu.id)["name"].decode()
+    return Device(int(attrs["MultiProcessorCount"]), int(attrs["MaxThreadsPerMultiProcessor"]), name)
 
 
 class CupyTarget(Target):

@@ -1,7 +1,8 @@
 """Elementwise chain in CuPy: generated CUDA C (a RawKernel, so NVRTC can check it without a GPU).
 
-Every kernel is the same template: one thread per element with 64-bit indexing, load, convert to float32,
-apply a chain of `__device__` ops, convert back, store. Fused instantiates it with the whole chain (one source
+Every kernel is the same template: a grid-stride loop with 64-bit indexing, load, convert to float32, apply a
+chain of `__device__` ops, convert back, store. The grid is sized per shape (`suite.core.launch_shape.
+elementwise_launch`): one element per thread up to a few waves of resident blocks, each thread looping beyond. Fused instantiates it with the whole chain (one source
 per chain and dtype); unfused with one op per kernel (one source per op and dtype, shared between chains),
 each reading the previous intermediate in the chain's dtype. Two scratch buffers alternate between the
 unfused kernels: the traffic is the ledger's, the footprint two intermediates.
@@ -16,16 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import BACKEND, TARGET
+from backends.cupy import BACKEND, TARGET, device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.launch import cdiv
+from suite.core.launch_shape import elementwise_launch, launch_notes
 from suite.core.registry import Launcher, kernel
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
         float v = load(x + i);
 {body}
         store(y + i, v);
@@ -52,8 +53,9 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
 
 
 def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Launcher:
-    block = BACKEND.option(opts, "block")
-    grid, size = (cdiv(n, block),), np.int64(n)
+    gpu = device()
+    block, blocks = elementwise_launch(n, BACKEND.option(opts, "block"), gpu)
+    grid, size = (blocks,), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
     context = BACKEND.launch_stream(opts.get("stream"))
 
@@ -62,6 +64,8 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
             for k, args in launches:
                 k(grid, (block,), args)
 
+    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option, capped by n; the grid: n and the SMs
+    launch.notes = launch_notes({"block": block}, grid, "option+shape", **where)  # type: ignore[attr-defined]
     return launch
 
 

@@ -26,6 +26,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
+from suite.core.launch_shape import launch_notes
 from suite.core.registry import Launcher, register_each
 
 Launch = tuple[Any, tuple[int, ...], tuple[Any, ...]]
@@ -44,7 +45,7 @@ def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
     return block, row_threads(block, BACKEND.option(opts, "block"), BACKEND.option(opts, "max_items"))
 
 
-def _launcher(launches: list[Launch], threads: int, opts: dict) -> Launcher:
+def _launcher(launches: list[Launch], block: int, threads: int, opts: dict) -> Launcher:
     context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
@@ -52,6 +53,8 @@ def _launcher(launches: list[Launch], threads: int, opts: dict) -> Launcher:
             for k, grid, args in launches:
                 k(grid, (threads,), args)
 
+    settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}  # threads: row_threads of the options
+    launch.notes = launch_notes(settings, launches[0][1], "option+shape", kernels=len(launches))  # type: ignore[attr-defined]
     return launch
 
 
@@ -60,7 +63,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     (block, threads), dtype = geometry(cols, params, opts), np.dtype(out.dtype).name
     k = _compiled(fused_source(op, dtype, block, threads), threads)
     args = (*(inputs[n] for n in scenario.get(op).inputs), out, np.int64(cols))
-    return _launcher([(k, (rows,), args)], threads, opts)
+    return _launcher([(k, (rows,), args)], block, threads, opts)
 
 
 def _step(st: Any, env: dict[str, Any], dtype: str, block: int, threads: int, placeholder: Any) -> Launch:
@@ -83,7 +86,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     placeholder = TARGET.empty((1,), "float32")
     steps = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: TARGET.empty((rows,), "float32"),
                  matrix=lambda: TARGET.empty((rows, cols), dtype))  # fmt: skip
-    return _launcher([_step(st, env, dtype, block, threads, placeholder) for st in steps], threads, opts)
+    return _launcher([_step(st, env, dtype, block, threads, placeholder) for st in steps], block, threads, opts)
 
 
 register_each(DECOMPOSITIONS, backend="cupy", fused=fused_entry, unfused=unfused_entry)

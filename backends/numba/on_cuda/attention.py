@@ -87,6 +87,9 @@ def _launcher(steps: list[tuple[str, tuple, int, tuple]], params: dict, opts: di
         for dispatcher, grid, threads, args in prepared:
             dispatcher[grid, threads, stream](*args)
 
+    # the tiles are the case's and each kernel's threads follow from them (2·BM; the softmax ROWS·ROW_THREADS)
+    kernels = {name: {"grid": list(grid), "block": threads} for name, grid, threads, _ in steps}
+    launch.notes = {"launch": {**kernels, "chosen_by": "tile"}}  # type: ignore[attr-defined]
     return launch
 
 

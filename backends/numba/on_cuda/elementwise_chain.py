@@ -4,6 +4,10 @@ As on the CPU, one kernel factory and the same op code make both variants: a thr
 it to float32, applies the chain and stores the result in the array's dtype (float32 or float16). The fused
 kernel is built for the whole chain, an unfused kernel for a single op, reading the previous intermediate
 from device memory and writing its own. Each op's kernel is shared by every chain that uses the op.
+
+Threads walk the array with a grid-stride loop, so the grid is sized per shape (`suite.core.launch_shape.
+elementwise_launch`): one element per thread up to a few waves of resident blocks, a loop beyond; the threads
+per block are the `block` option's, fewer for an array smaller than a block.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import numba
 import numpy as np
 
 from backends.numba import BACKEND, simulating, stream_arg
+from backends.numba.on_cuda.launch import device
 from backends.numba.ops import chain
 from backends.numba.record import record_numba
-from suite.core.launch import cdiv
+from suite.core.launch_shape import elementwise_launch, launch_notes
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -34,13 +39,15 @@ DTYPES = ("float32", "float16")
 
 @functools.cache
 def kernel_source(ops: tuple[str, ...]) -> Callable[..., None]:
-    """The kernel as a Python function (what `cuda.jit` and `cuda.compile_ptx` take): one thread per element."""
+    """The kernel as a Python function (what `cuda.jit` and `cuda.compile_ptx` take): a grid-stride loop."""
     apply = chain(ops)
 
     def chain_kernel(x, out):  # type: ignore[no-untyped-def]
         i = np.int64(cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x  # cuda.grid(1) is 32-bit
-        if i < x.size:
+        stride = np.int64(cuda.gridDim.x) * cuda.blockDim.x
+        while i < x.size:
             out[i] = apply(np.float32(x[i]))
+            i += stride
 
     return chain_kernel
 
@@ -66,15 +73,18 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
     compiled = None
     if not simulating():
         compiled = dispatcher.compile((numba.typeof(x), numba.typeof(out)))
+    gpu = device()
+    block, grid = elementwise_launch(x.size, block, gpu)
     array = f"{out.dtype}[::1]"
     record_numba((__name__, "kernel_source", (ops,)), (array, array), block, name="+".join(ops), compiled=compiled)
-    grid = max(1, cdiv(x.size, block))
 
     def launch() -> None:
         # Configured at each launch: the simulator's kernel object keeps its last configuration, and the
         # dispatcher (one per chain) is shared by every entry built from it.
         dispatcher[grid, block, stream](x, out)
 
+    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option, capped by n; the grid: n and the SMs
+    launch.notes = launch_notes({"block": block}, grid, "option+shape", **where)  # type: ignore[attr-defined]
     return launch
 
 
@@ -97,4 +107,5 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for step in steps:
             step()
 
+    launch.notes = {"launch": {**steps[0].notes["launch"], "kernels": len(steps)}}  # type: ignore[attr-defined]
     return launch

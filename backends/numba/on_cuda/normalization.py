@@ -26,6 +26,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
+from suite.core.launch_shape import launch_notes
 from suite.core.registry import Launcher, register_each
 
 try:
@@ -93,7 +94,15 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     block, threads = geometry(cols, params, opts)
     args = (*(inputs[n] for n in scenario.get(op).inputs), out)
     stream = stream_arg(opts.get("stream"))
-    return _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
+    launch = _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
+    launch.notes = _notes(block, threads, (rows,), 1)  # type: ignore[attr-defined]
+    return launch
+
+
+def _notes(block: int, threads: int, grid: tuple[int, ...], kernels: int) -> dict:
+    """What the launcher records: the case's chunk, the threads `row_threads` gave it for the option, the grid."""
+    settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}
+    return launch_notes(settings, grid, "option+shape", kernels=kernels)
 
 
 def _step(st: Any, env: dict[str, Any], block: int, threads: int, stream: Any, placeholder: Any) -> Launcher:
@@ -122,6 +131,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
         for step in steps:
             step()
 
+    launch.notes = _notes(block, threads, (rows,), len(steps))  # type: ignore[attr-defined]
     return launch
 
 
