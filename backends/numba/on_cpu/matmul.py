@@ -1,16 +1,16 @@
 """Matmul on the host CPU with Numba: unblocked (the naive triple loop) against tiled, and the bias+gelu epilogue.
 
 `unblocked` computes each output from a row of A and a column of B read from memory, with nothing staged:
-the column is strided, so every product misses reuse by design. `tiled` runs one parallel task per BM×BN
-output tile; for each BK slice it packs A's BM×BK block and B's BK×BN block into contiguous float32 buffers
-(converting float16 bits once per element there, not once per product) and accumulates into a float32 tile
-two rows and four steps of K per pass: an accumulator element is loaded and stored once per four products
-and a packed B element serves two rows. The loop over the full BN has a constant trip count, so LLVM
-vectorises it; edge tiles compute all BN columns (and at most one row past the edge) into accumulator slots
-that are never stored, and the last K slice is zero-padded to a multiple of four. `fused` applies bias+gelu to the accumulator
-tile before its only store; `unfused` (and `unblocked`/`tiled` with the epilogue) writes A·B to memory in the
-storage dtype and runs a separate elementwise kernel. The K sum runs in order in every kernel (the tiled one
-adds four products to an accumulator per pass, in K order), so all variants round alike; see FASTMATH.
+the column is strided, so every product misses reuse by design. `tiled` is a GotoBLAS/BLIS-style kernel.
+Each launch first packs A into MR-row panels and B into NR-column panels (contiguous float32, float16 bits
+converted once per element there, not once per product); then one parallel task per MC×NC block of C (the
+tile's BM×BN, BM rounded up to whole panels) walks K in slices of KC = BK and, for each NR panel of B's KC×NC
+slice, lets every MR panel of A's MC×KC slice update its MR×NR micro-tile in registers
+(`backends.numba.on_cpu.matmul_micro`). The task's block lives in a float32 accumulator until its only store,
+where `fused` applies bias+gelu; `unfused` (and `unblocked`/`tiled` with the epilogue) writes A·B to memory
+in the storage dtype and runs a separate elementwise kernel. Edge panels are zero-padded: their extra rows
+and columns are computed into accumulator slots that are never stored; K is never padded. The K sum runs in
+order in every kernel, one multiply-add per product, so all variants round alike; see FASTMATH.
 """
 
 from __future__ import annotations
@@ -24,16 +24,15 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from backends.numba.ops import CODECS, gelu
+from backends.numba.on_cpu.matmul_micro import MR, NR, micro_tile
+from backends.numba.ops import CODECS, VECTOR_CODECS, gelu
 from suite.core.registry import Launcher, kernel
 
-UNROLL = 4
-"""Steps of K per pass over an accumulator row (the micro-kernel below is written out for exactly 4)."""
 FASTMATH = {"contract"}
 """Only contraction: LLVM may fuse a multiply and the add that consumes it into one FMA (one rounding, not
-two). The K sum keeps its order, nothing is reassociated, and the tiled kernel runs 1.35-1.6× faster on
-AVX-512 hosts (half the floating-point instructions). Every kernel here takes it, so unblocked and tiled still
-round identically step by step and fused and unfused differ only in where A·B is stored."""
+two). The K sum keeps its order and nothing is reassociated. Every kernel here takes it, and the tiled
+micro-kernel's `llvm.fmuladd` is the same permission, so unblocked and tiled still round identically step by
+step (tests/test_matmul.py asserts bit equality) and fused and unfused differ only in where A·B is stored."""
 
 
 @register_jitable
@@ -68,49 +67,103 @@ def _unblocked_kernel(dtype: str) -> Any:
     return unblocked
 
 
+@register_jitable
+def _panels(size: int, width: int) -> int:
+    """Panels (or tiles) of `width` that cover `size`, the last one partial."""
+    return (size + width - 1) // width
+
+
 @functools.cache
-def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool) -> Any:
-    """One kernel per (tile, dtype, epilogue): the tile sizes are compile-time constants of the loops."""
-    load, store = CODECS[dtype]
-    finish = _finish(epilogue)
+def _pack_kernels(dtype: str) -> tuple[Any, Any]:
+    """Packing A into MR-row panels and B into NR-column panels, converting to float32 once per element."""
+    load = VECTOR_CODECS[dtype][0]
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
-    def tiled(a, b, bias, c):  # type: ignore[no-untyped-def]
+    def pack_a(a, ap):  # type: ignore[no-untyped-def]
+        """ap[(q·K + p)·MR + i] = A[q·MR + i, p]: panel q holds MR rows, one K step per MR values."""
         m, k = a.shape
-        n = b.shape[1]
-        tiles_n = (n + bn - 1) // bn
-        for t in prange(((m + bm - 1) // bm) * tiles_n):
-            i0, j0 = (t // tiles_n) * bm, (t % tiles_n) * bn
-            rows, cols = min(bm, m - i0), min(bn, n - j0)
-            acc = np.zeros((bm, bn), dtype=np.float32)
-            ap = np.zeros((bm, bk), dtype=np.float32)
-            bp = np.zeros((bk, bn), dtype=np.float32)
+        for q in prange(_panels(m, MR)):
+            base = q * k * MR
+            for i in range(MR):
+                r = q * MR + i
+                if r < m:
+                    for p in range(k):
+                        ap[base + p * MR + i] = load(a[r, p])
+                else:  # rows past the edge: zeros, computed into accumulator rows never stored
+                    for p in range(k):
+                        ap[base + p * MR + i] = 0.0
+
+    @njit(parallel=True, fastmath=FASTMATH, cache=False)
+    def pack_b(b, bp):  # type: ignore[no-untyped-def]
+        """bp[(q·K + p)·NR + j] = B[p, q·NR + j]: panel q holds NR columns, one K step per NR values."""
+        k, n = b.shape
+        for q in prange(_panels(n, NR)):
+            base, j0 = q * k * NR, q * NR
+            if j0 + NR <= n:
+                for p in range(k):
+                    for j in range(NR):
+                        bp[base + p * NR + j] = load(b[p, j0 + j])
+            else:  # the edge panel: zeros past the last column
+                for p in range(k):
+                    for j in range(NR):
+                        bp[base + p * NR + j] = load(b[p, j0 + j]) if j0 + j < n else 0.0
+
+    return pack_a, pack_b
+
+
+@functools.cache
+def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool) -> Any:
+    """One kernel per (tile, dtype, epilogue): the tile sizes are compile-time constants of the loops.
+
+    A task owns an MC×NC block of C (MC = BM rounded up to whole MR panels, NC = BN), holds it in a float32
+    accumulator, and walks K in slices of KC = BK: for each NR panel of B (KC×NR, which stays in L1), every MR
+    panel of A's MC×KC block (in L2) updates its micro-tile in registers.
+    """
+    store = VECTOR_CODECS[dtype][1]
+    load = VECTOR_CODECS[dtype][0]
+    finish = _finish(epilogue)
+    pm, pn = _panels(bm, MR), _panels(bn, NR)  # panels per task
+    ldc = pn * NR
+
+    @njit(parallel=True, fastmath=FASTMATH, cache=False)
+    def tiled(ap, bp, k, bias, c):  # type: ignore[no-untyped-def]
+        m, n = c.shape
+        panels_m, panels_n = _panels(m, MR), _panels(n, NR)
+        tiles_m, tiles_n = _panels(panels_m, pm), _panels(panels_n, pn)
+        for t in prange(tiles_m * tiles_n):
+            q_m, q_n = (t // tiles_n) * pm, (t % tiles_n) * pn
+            np_m, np_n = min(pm, panels_m - q_m), min(pn, panels_n - q_n)
+            acc = np.zeros(pm * MR * ldc, dtype=np.float32)
             for k0 in range(0, k, bk):
-                depth = min(bk, k - k0)
-                for i in range(rows):
-                    for kk in range(depth):
-                        ap[i, kk] = load(a[i0 + i, k0 + kk])
-                    for kk in range(depth, bk):  # the last slice: zeros up to a multiple of UNROLL
-                        ap[i, kk] = 0.0
-                for kk in range(depth):
-                    for j in range(cols):
-                        bp[kk, j] = load(b[k0 + kk, j0 + j])
-                for kk in range(depth, bk):
-                    for j in range(bn):
-                        bp[kk, j] = 0.0
-                for i in range(0, rows, 2):
-                    for kk in range(0, depth, UNROLL):
-                        a00, a01, a02, a03 = ap[i, kk], ap[i, kk + 1], ap[i, kk + 2], ap[i, kk + 3]
-                        a10, a11, a12, a13 = ap[i + 1, kk], ap[i + 1, kk + 1], ap[i + 1, kk + 2], ap[i + 1, kk + 3]
-                        for j in range(bn):
-                            b0, b1, b2, b3 = bp[kk, j], bp[kk + 1, j], bp[kk + 2, j], bp[kk + 3, j]
-                            acc[i, j] = acc[i, j] + a00 * b0 + a01 * b1 + a02 * b2 + a03 * b3
-                            acc[i + 1, j] = acc[i + 1, j] + a10 * b0 + a11 * b1 + a12 * b2 + a13 * b3
+                kc = min(bk, k - k0)
+                for jr in range(np_n):
+                    b_off = ((q_n + jr) * k + k0) * NR
+                    for ir in range(np_m):
+                        micro_tile(ap, ((q_m + ir) * k + k0) * MR, bp, b_off, kc, acc, ir * MR * ldc + jr * NR, ldc)
+            i0, j0 = q_m * MR, q_n * NR
+            rows, cols = min(pm * MR, m - i0), min(ldc, n - j0)
             for i in range(rows):
                 for j in range(cols):
-                    c[i0 + i, j0 + j] = store(finish(acc[i, j], load(bias[j0 + j])))
+                    c[i0 + i, j0 + j] = store(finish(acc[i * ldc + j], load(bias[j0 + j])))
 
     return tiled
+
+
+def _tiled_launch(params: dict, dtype: str, epilogue: bool, a: np.ndarray, b: np.ndarray, bias: np.ndarray,
+                  c: np.ndarray) -> Callable[[], None]:  # fmt: skip
+    """Pack A and B (buffers allocated here, once), then run the tiled kernel into c."""
+    (m, k), n = a.shape, b.shape[1]
+    ap = np.empty(_panels(m, MR) * MR * k, np.float32)
+    bp = np.empty(_panels(n, NR) * NR * k, np.float32)
+    pack_a, pack_b = (_compiled(f, x, y) for f, x, y in zip(_pack_kernels(dtype), (a, b), (ap, bp), strict=True))
+    mm = _compiled(_tiled_kernel(*params["tile"], dtype, epilogue), ap, bp, k, bias, c)
+
+    def launch() -> None:
+        pack_a(a, ap)
+        pack_b(b, bp)
+        mm(ap, bp, k, bias, c)
+
+    return launch
 
 
 @functools.cache
@@ -158,7 +211,7 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict) -
     if matmul == "unblocked":
         mm, mm_args = _compiled(_unblocked_kernel(dtype), a, b, mid), (a, b, mid)
     else:
-        mm, mm_args = _compiled(_tiled_kernel(*params["tile"], dtype, False), a, b, bias, mid), (a, b, bias, mid)
+        mm, mm_args = _tiled_launch(params, dtype, False, a, b, bias, mid), ()
     epi = _compiled(_epilogue_kernel(dtype), mid, bias, c) if epilogue else None
 
     def launch() -> None:
@@ -187,9 +240,4 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     """The tiled kernel with the epilogue (if any) applied to the accumulator tile before its only store."""
     dtype = _dtype(inputs, out)
     a, b, bias, c = (_storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
-    mm = _compiled(_tiled_kernel(*params["tile"], dtype, params["epilogue"] == "bias_gelu"), a, b, bias, c)
-
-    def launch() -> None:
-        mm(a, b, bias, c)
-
-    return launch
+    return _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", a, b, bias, c)
