@@ -185,3 +185,47 @@ def test_numba_cuda_grid_stride_loop(variant: str, monkeypatch: pytest.MonkeyPat
                           {"block": 32})  # fmt: skip
     assert not problem
     assert (notes["block"], notes["grid"]) == (32, [WAVES * 2])
+
+
+# The chosen attention settings compile for sm_90 in registers ----------------------------------------------------
+
+ATTENTION_SCRIPT = """
+import json, subprocess, sys, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton import attention as A
+
+for dtype, ty, head_dim in (("float32", "fp32", 64), ("float16", "fp16", 64), ("float16", "fp16", 128)):
+    consts = A.tile_constants({"head_dim": head_dim, "causal": True, "block_m": 64, "block_n": 64})
+    options = A.tiled_options(consts, dtype, {})
+    signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "scale": "fp32",
+                 **dict.fromkeys(consts, "constexpr")}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
+    src = triton.compiler.ASTSource(fn=A._flash_kernel, signature=signature, attrs=aligned, constexprs=consts)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+        ptx.write(k.asm["ptx"])
+        ptx.flush()
+        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+        log = subprocess.run(command, capture_output=True, text=True, check=True)
+    print(json.dumps({"case": f"{dtype} d={head_dim} {options}", "shared": k.metadata.shared,
+                      "ptxas": log.stdout + log.stderr}))
+"""
+
+
+@pytest.mark.compile
+def test_triton_attention_settings_compile_without_spills() -> None:
+    """The flash kernel at the warps and stages the rule picks: no spills, and its pipeline fits shared memory."""
+    pytest.importorskip("triton")
+    from backends.triton.launch import SMEM_BUDGET
+    from suite.gpu.ptxas import parse_ptxas
+    from tests.support import json_lines, run_without_emulation
+
+    proc = run_without_emulation(ATTENTION_SCRIPT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json_lines(proc.stdout)
+    assert len(rows) == 3
+    for row in rows:
+        (r,) = parse_ptxas(row["ptxas"]).values()
+        assert r.registers > 0 and r.spill_bytes == 0 and r.stack_bytes == 0, f"{row['case']}: {r}"
+        assert row["shared"] <= SMEM_BUDGET + 64 * 1024, row  # the K and V buffers plus the converted tiles

@@ -48,7 +48,8 @@ def device() -> Device:
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return Device(int(props.multi_processor_count), int(props.max_threads_per_multi_processor), props.name)
+    per_sm = getattr(props, "max_threads_per_multi_processor", NOMINAL.threads_per_sm)  # older torch lacks it
+    return Device(int(props.multi_processor_count), int(per_sm), props.name)
 
 
 def _warps_for_block(block: int) -> int:
