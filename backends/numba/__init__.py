@@ -118,7 +118,16 @@ def _external(handle: int) -> Any:
 class Numba(Backend):
     name = "numba"
     packages = ("numba", "numba-cuda")
-    options = (Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),)
+    options = (
+        Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),
+        Option(
+            "math",
+            "tanh and exp of the CPU elementwise kernels: fast (vectorisable float32) or libm (scalar calls)",
+            "fast",
+            kind=str,
+            choices=("fast", "libm"),
+        ),
+    )
     compile_isolated = True
 
     def compile(self, recipe: Mapping[str, Any]) -> Build:
