@@ -59,7 +59,7 @@ def _probe() -> Availability:
     return Availability(COMPILE, f"{no_gpu}: CUDA sources compiled for sm_90 through NVRTC, not run")
 
 
-def device() -> Device:
+def sm_device() -> Device:
     """SMs and resident threads per SM of the GPU CuPy runs on; the nominal sm_90 where it only compiles."""
     if _probe().mode != NATIVE:
         return NOMINAL

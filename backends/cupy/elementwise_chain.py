@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import BACKEND, TARGET, device
+from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch_shape import elementwise_launch, launch_notes
@@ -53,7 +53,7 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
 
 
 def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Launcher:
-    gpu = device()
+    gpu = sm_device()
     block, blocks = elementwise_launch(n, BACKEND.option(opts, "block"), gpu)
     grid, size = (blocks,), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
