@@ -2,8 +2,10 @@
 
 Triton's compiler cannot run where TRITON_INTERPRET=1 has turned `triton.jit` into the interpreter, and the
 simulator has no compiler either, so Triton and Numba CUDA compile in subprocesses without those switches.
-CuPy's sources go through NVRTC in-process. Every tile the presets sweep that fits static shared memory must
-compile without spilling. Triton's float32 path (true float32 FMAs, no tensor cores) spills about 190 bytes
+CuPy's sources go through NVRTC in-process. Every tile the presets sweep that the kernel accepts (CuPy: two
+stages in at most 227 KiB of opted-in dynamic shared memory; Numba: 48 KiB static) must compile in at most 255
+registers without spilling, and the register-tiled kernels must show their vector accesses (CuPy) or keep the
+register tile out of local memory (Numba). Triton's float32 path (true float32 FMAs, no tensor cores) spills about 190 bytes
 at 128×128×64, so that tile is left out of its no-spill list here; the report names it.
 """
 
@@ -58,6 +60,8 @@ NUMBA_SCRIPT = """
 import json, sys
 from backends.numba.on_cuda import matmul
 from backends.numba.compile import compile_kernels
+from suite.gpu.assemble import assemble
+from suite.gpu.ptxas import parse_ptxas
 
 out = {}
 for tile in json.loads(sys.argv[1]):
@@ -65,7 +69,8 @@ for tile in json.loads(sys.argv[1]):
         for dtype in ("float32", "float16"):
             params = {"m": 1, "n": 1, "k": 1, "epilogue": "bias_gelu", "tile": tile}
             for name, ptx in compile_kernels(matmul.kernel_sources(variant, params, dtype)).items():
-                out[f"{tile} {variant} {dtype} {name}"] = ptx
+                r = list(parse_ptxas(assemble(ptx, prefer="nvjitlink")[0]).values())[0]
+                out[f"{tile} {variant} {dtype} {name}"] = [ptx, r.registers, r.spill_bytes, r.stack_bytes]
 print(json.dumps(out))
 """
 
@@ -100,7 +105,7 @@ CUPY_KERNELS = [("unblocked", (0, 0, 0), False), ("bias_gelu", (0, 0, 0), False)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90
-    from backends.cupy.matmul import refusal, source
+    from backends.cupy.matmul import refusal, smem_bytes, source
 
     for kind, tile, epilogue in CUPY_KERNELS:
         if kind == "tiled" and refusal(list(tile)):
@@ -109,21 +114,48 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
         r = nvrtc_resources(kernel)
         assert kernel.cubin and r.registers > 0, kernel.log
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kind} {tile} {epilogue}: {kernel.log}"
-        if kind == "tiled":
+        assert r.registers <= 255, kernel.log
+        if kind == "tiled":  # both stages live in dynamic shared memory
             bm, bn, bk = tile
-            assert r.smem_bytes == 4 * (bk * (bm + 1) + bk * bn), kernel.log
+            assert r.smem_bytes == 0 and smem_bytes(bm, bn, bk) == 2 * 4 * (bk * (bm + 4) + bk * bn), kernel.log
+            ptx = _ptx(*source(kind, dtype, tile, epilogue))
+            wide = "ld.global.nc.v4.f32" if dtype == "float32" else "ld.global.nc.v2.u32"
+            assert wide in ptx, f"{tile} {dtype}: no 4-element loads of A and B"
+            if min(bm, bn) >= 64:  # a thread's rows and columns come in runs of 4: float4 reads of shared memory
+                assert "ld.shared.v4.f32" in ptx, f"{tile} {dtype}: no float4 reads of shared memory"
+
+
+def _ptx(source: str, name: str) -> str:
+    """NVRTC's PTX of `source` for sm_90, where the vector loads can be read (the cubin's SASS cannot here)."""
+    from backends.cupy import cupy
+    from backends.cupy.build import NVRTC_OPTIONS
+
+    nvrtc = cupy.cuda.nvrtc
+    program = nvrtc.createProgram(source, f"{name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, [o for o in NVRTC_OPTIONS if o != "-Xptxas=-v"])
+        ptx = nvrtc.getPTX(program)
+        return ptx.decode() if isinstance(ptx, bytes) else ptx
+    finally:
+        nvrtc.destroyProgram(program)
 
 
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("numba_cuda")), reason=missing("numba_cuda"))
 def test_numba_cuda_kernels_compile_for_sm90() -> None:
-    proc = run_without_emulation(NUMBA_SCRIPT, json.dumps([[16, 16, 16], [64, 64, 32]]))
+    from backends.numba.on_cuda.matmul import refusal
+
+    tiles = [t for t in SWEEP + TILES if not refusal(t)]
+    tiles = [t for i, t in enumerate(tiles) if t not in tiles[:i]]
+    proc = run_without_emulation(NUMBA_SCRIPT, json.dumps(tiles))
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = json.loads(proc.stdout.splitlines()[-1])
-    assert len(ptx) == 2 * 2 * (2 + 2 + 1)  # tiles × dtypes × (unblocked + epilogue, tiled + epilogue, fused)
-    for name, code in ptx.items():
+    assert len(ptx) == len(tiles) * 2 * (2 + 2 + 1)  # tiles × dtypes × (unblocked + epilogue, tiled + epi, fused)
+    for name, (code, registers, spills, stack) in ptx.items():
         assert ".target sm_90" in code and ".visible .entry" in code, name
+        assert 0 < registers <= 255 and spills == 0 and stack == 0, f"{name}: {registers} registers, {spills} spilt"
         if "tiled" in name:
             assert ".shared" in code and "bar.sync" in code, f"{name}: no shared-memory staging"
+            assert "ld.local" not in code and "st.local" not in code, f"{name}: register tile in local memory"
         if "float16" in name:
             assert "cvt.f32.f16" in code, f"{name}: no float16 loads widened to float32"

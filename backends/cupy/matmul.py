@@ -1,15 +1,24 @@
 """Matmul in CuPy: generated CUDA C (RawKernels, so NVRTC checks them without a GPU) and cuBLAS as `library`.
 
 `unblocked` is one thread per output walking K through global memory (consecutive threads take consecutive
-columns, so B's loads coalesce and A's broadcast), with nothing staged on chip. `tiled` is the classic
-shared-memory kernel: a block per BM×BN output tile, (BM/TM)·(BN/TN) ≤ 256 threads each holding a TM×TN
-register tile (TM = BM/16, TN = BN/16, at least 1), A's BM×BK and B's BK×BN slices staged in shared memory as
-float32 for each step of K. It is the same algorithm and thread layout as the Numba CUDA kernel, with the tile
-baked into the source so every loop over it unrolls. With `fused` the bias+gelu epilogue runs on the register
-tile before its only store; otherwise it is its own elementwise kernel reading A·B back in the storage dtype.
-`library` is `cupy.matmul` (cuBLAS; float16 accumulates in float32, float32 stays full float32 unless the user
-sets CUPY_TF32) followed, with the epilogue, by the same elementwise kernel. float16 storage goes through the
-PTX conversions of `backends.cupy.device` (NVRTC from the wheels has no cuda_fp16.h).
+columns, so B's loads coalesce and A's broadcast), with nothing staged on chip. `tiled` is a register-tiled
+kernel (`TILED`, one source per tile so every loop over the tile unrolls): a block of 16×16 threads per BM×BN
+output tile, each thread accumulating a TM×TN block of C in registers (TM = BM/16, TN = BN/16: 8×8 for
+128×128, 4×4 for 64×64), K walked in BK slices through two shared-memory stages. While the block multiplies
+the slice in one stage, each thread already holds the next slice's loads in registers and stores them into
+the other stage afterwards: one barrier per slice, and the global loads' latency overlaps the FMAs. Operands
+move four elements at a time (float4 for float32, two half2 words for float16) where the row is long enough
+and aligned, one element at a time, zero-filled, on the edges of M, N and K; A's slice is stored transposed
+(one row per k, padded by 4 floats so it stays 16-byte aligned) so each thread reads its TM rows of A and TN
+columns of B as float4s. A thread's rows are ty·4 + i + g·64 (groups of 4 spread 64 apart, fewer when TM < 4)
+and its columns likewise, so a warp's float4 reads of B fill consecutive 16-byte words (no bank conflicts)
+and its stores of C coalesce. Two stages of 128×128×32 exceed 48 KiB, so shared memory is dynamic and opted
+in above that. float16 is widened to float32 once, on its way into shared memory, and accumulated in float32.
+With `fused` the bias+gelu epilogue runs on the register tile before its only store; otherwise it is its own
+elementwise kernel reading A·B back in the storage dtype. `library` is `cupy.matmul` (cuBLAS; float16
+accumulates in float32, float32 stays full float32 unless the user sets CUPY_TF32) followed, with the
+epilogue, by the same elementwise kernel. float16 storage goes through the PTX conversions of
+`backends.cupy.device` (NVRTC from the wheels has no cuda_fp16.h).
 """
 
 from __future__ import annotations
@@ -25,9 +34,16 @@ from suite.core.launch import cdiv
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
 
-SMEM_LIMIT = 48 * 1024
-"""Static shared memory per block; a larger tile would need the dynamic opt-in, which these kernels skip."""
+STATIC_SMEM = 48 * 1024
+"""Shared memory a block gets without opting in; the tiled kernel opts in above it."""
+SMEM_LIMIT = 227 * 1024
+"""The most shared memory one block may opt in to on sm_90."""
 MAX_REGISTER_TILE = 64
+"""Accumulators per thread beyond which the register tile (with the staged loads beside it) would spill."""
+STAGES = 2
+PAD = 4
+"""Floats added to each k-row of A's transposed slice: the row stays a multiple of 16 bytes for float4 reads."""
+THREADS_Y = THREADS_X = 16
 
 UNBLOCKED = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ a, const {T}* __restrict__ b, {T}* __restrict__ c,
@@ -41,64 +57,175 @@ extern "C" __global__ void {name}(const {T}* __restrict__ a, const {T}* __restri
 }}
 """
 
+VECTOR_IO = r"""
+// Four consecutive elements p[0..3] (the first at column `col` of a row `limit` long) as float32, zero past the
+// row's end: one 16-byte load (float) or 8-byte load of two half2 words (float16) when `vec` says the row is
+// aligned and all four lie inside it, else one guarded load each. A row outside the matrix passes limit 0.
+__device__ __forceinline__ float4 load4(const float* p, int col, int limit, bool vec) {
+    if (vec && col + 3 < limit) return *reinterpret_cast<const float4*>(p);
+    float4 v;
+    v.x = col < limit ? p[0] : 0.0f;
+    v.y = col + 1 < limit ? p[1] : 0.0f;
+    v.z = col + 2 < limit ? p[2] : 0.0f;
+    v.w = col + 3 < limit ? p[3] : 0.0f;
+    return v;
+}
+__device__ __forceinline__ float low_half(unsigned int w) { half_bits h = (half_bits)(w & 0xffffu); return load(&h); }
+__device__ __forceinline__ float high_half(unsigned int w) { half_bits h = (half_bits)(w >> 16); return load(&h); }
+__device__ __forceinline__ float4 load4(const half_bits* p, int col, int limit, bool vec) {
+    if (vec && col + 3 < limit) {
+        uint2 w = *reinterpret_cast<const uint2*>(p);
+        return make_float4(low_half(w.x), high_half(w.x), low_half(w.y), high_half(w.y));
+    }
+    float4 v;
+    v.x = col < limit ? load(p) : 0.0f;
+    v.y = col + 1 < limit ? load(p + 1) : 0.0f;
+    v.z = col + 2 < limit ? load(p + 2) : 0.0f;
+    v.w = col + 3 < limit ? load(p + 3) : 0.0f;
+    return v;
+}
+// V consecutive outputs v[0..V) into p[0..V) (column `col` of a row `limit` long), dropping those past its end:
+// one vector store when V is 4, `vec` holds and all four lie inside.
+__device__ __forceinline__ void store4(float* p, const float* v) { *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]); }
+__device__ __forceinline__ unsigned int half_pair(float lo, float hi) {
+    half_bits l, h;
+    store(&l, lo);
+    store(&h, hi);
+    return l | (unsigned int)h << 16;
+}
+__device__ __forceinline__ void store4(half_bits* p, const float* v) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(half_pair(v[0], v[1]), half_pair(v[2], v[3]));
+}
+template <int V, typename T>
+__device__ __forceinline__ void store_run(T* p, const float* v, int col, int limit, bool vec) {
+    if (V == 4 && vec && col + 3 < limit) {
+        store4(p, v);
+        return;
+    }
+    #pragma unroll
+    for (int w = 0; w < V; ++w)
+        if (col + w < limit) store(p + w, v[w]);
+}
+// V consecutive floats of shared memory into registers: one float4 (float2) read for V = 4 (2).
+template <int V>
+__device__ __forceinline__ void read_run(const float* p, float* out) {
+    if constexpr (V == 4) {
+        float4 q = *reinterpret_cast<const float4*>(p);
+        out[0] = q.x, out[1] = q.y, out[2] = q.z, out[3] = q.w;
+    } else if constexpr (V == 2) {
+        float2 q = *reinterpret_cast<const float2*>(p);
+        out[0] = q.x, out[1] = q.y;
+    } else {
+        out[0] = *p;
+    }
+}
+template <typename T>
+__device__ __forceinline__ bool aligned4(const T* p) { return reinterpret_cast<unsigned long long>(p) % (4 * sizeof(T)) == 0; }
+"""
+
 TILED = r"""
 #define BM {bm}
 #define BN {bn}
 #define BK {bk}
 #define TM {tm}
 #define TN {tn}
-#define RY (BM / TM)
-#define RX (BN / TN)
+#define VM {vm}                 // a thread's rows come in runs of VM consecutive ones (4, or TM when smaller)
+#define VN {vn}                 // ... and its columns in runs of VN
+#define RY (BM / TM)            // threads along the rows of the tile (threadIdx.y) ...
+#define RX (BN / TN)            // ... and along its columns (threadIdx.x)
 #define THREADS (RX * RY)
-extern "C" __global__ void {name}(
+#define SA (BM + {pad})          // floats per k-row of A's transposed slice
+#define STAGE (BK * SA + BK * BN)  // floats per stage: A's slice (BK rows of SA), then B's (BK rows of BN)
+#define A_RUNS (BM * BK / 4)    // 4-wide runs along k in A's BM×BK slice ...
+#define B_RUNS (BK * BN / 4)    // ... and along n in B's BK×BN slice
+#define A_LOADS ((A_RUNS + THREADS - 1) / THREADS)  // runs each thread moves per slice
+#define B_LOADS ((B_RUNS + THREADS - 1) / THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1) {name}(  // 1: ptxas may use up to 255 registers
         const {T}* __restrict__ a, const {T}* __restrict__ b, const {T}* __restrict__ bias, {T}* __restrict__ c,
         int m, int n, int k) {{
-    __shared__ float sa[BK][BM + 1];  // A transposed, rows padded: the block's stores into it spread over banks
-    __shared__ float sb[BK][BN];
+    extern __shared__ float4 smem4[];  // dynamic: {stages} stages of STAGE floats
+    float* const smem = reinterpret_cast<float*>(smem4);
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * RX + tx;
-    const long long row0 = (long long)blockIdx.y * BM, col0 = (long long)blockIdx.x * BN;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const bool vec_a = k % 4 == 0 && aligned4(a), vec_b = n % 4 == 0 && aligned4(b), vec_c = n % 4 == 0 && aligned4(c);
+    float4 ra[A_LOADS], rb[B_LOADS];  // the next slice, on its way from global to shared memory
+    // Run e of A's slice: row e / (BK/4), k 4·(e % (BK/4)): consecutive threads read consecutive runs of a row.
+    // Run e of B's slice: k-row e / (BN/4), column 4·(e % (BN/4)).
+    auto fetch = [&](int k0) {{
+        #pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {{
+            const int e = tid + l * THREADS, r = e / (BK / 4), kk = e % (BK / 4) * 4;
+            const bool live = e < A_RUNS && row0 + r < m;
+            ra[l] = load4(a + (long long)(row0 + r) * k + k0 + kk, k0 + kk, live ? k : 0, vec_a);
+        }}
+        #pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {{
+            const int e = tid + l * THREADS, kk = e / (BN / 4), cc = e % (BN / 4) * 4;
+            const bool live = e < B_RUNS && k0 + kk < k;
+            rb[l] = load4(b + (long long)(k0 + kk) * n + col0 + cc, col0 + cc, live ? n : 0, vec_b);
+        }}
+    }};
+    auto stash = [&](int stage) {{
+        float* const sa = smem + stage * STAGE;
+        float* const sb = sa + BK * SA;
+        #pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {{
+            const int e = tid + l * THREADS, r = e / (BK / 4), kk = e % (BK / 4) * 4;
+            if (e < A_RUNS) {{  // transposed: sa[kk][r]
+                sa[(kk + 0) * SA + r] = ra[l].x;
+                sa[(kk + 1) * SA + r] = ra[l].y;
+                sa[(kk + 2) * SA + r] = ra[l].z;
+                sa[(kk + 3) * SA + r] = ra[l].w;
+            }}
+        }}
+        #pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {{
+            const int e = tid + l * THREADS, kk = e / (BN / 4), cc = e % (BN / 4) * 4;
+            if (e < B_RUNS) *reinterpret_cast<float4*>(sb + kk * BN + cc) = rb[l];
+        }}
+    }};
     float acc[TM][TN];
     #pragma unroll
     for (int x = 0; x < TM; ++x)
         #pragma unroll
         for (int y = 0; y < TN; ++y) acc[x][y] = 0.0f;
-    for (int k0 = 0; k0 < k; k0 += BK) {{
-        for (int e = tid; e < BM * BK; e += THREADS) {{  // consecutive threads: consecutive k of one A row
-            int r = e / BK, kk = e % BK;
-            bool in = row0 + r < m && k0 + kk < k;
-            sa[kk][r] = in ? load(a + (row0 + r) * k + k0 + kk) : 0.0f;
-        }}
-        for (int e = tid; e < BK * BN; e += THREADS) {{  // ... and consecutive columns of one B row
-            int kk = e / BN, cc = e % BN;
-            bool in = k0 + kk < k && col0 + cc < n;
-            sb[kk][cc] = in ? load(b + (long long)(k0 + kk) * n + col0 + cc) : 0.0f;
-        }}
-        __syncthreads();
+    const int slices = (k + BK - 1) / BK;
+    fetch(0);
+    stash(0);
+    __syncthreads();
+    for (int s = 0; s < slices; ++s) {{
+        if (s + 1 < slices) fetch((s + 1) * BK);  // in flight while this slice's FMAs run
+        const float* const sa = smem + (s % 2) * STAGE;
+        const float* const sb = sa + BK * SA;
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {{
             float ar[TM], br[TN];
             #pragma unroll
-            for (int x = 0; x < TM; ++x) ar[x] = sa[kk][ty + x * RY];
+            for (int g = 0; g < TM / VM; ++g) read_run<VM>(sa + kk * SA + g * RY * VM + ty * VM, ar + g * VM);
             #pragma unroll
-            for (int y = 0; y < TN; ++y) br[y] = sb[kk][tx + y * RX];
+            for (int g = 0; g < TN / VN; ++g) read_run<VN>(sb + kk * BN + g * RX * VN + tx * VN, br + g * VN);
             #pragma unroll
             for (int x = 0; x < TM; ++x)
                 #pragma unroll
                 for (int y = 0; y < TN; ++y) acc[x][y] = fmaf(ar[x], br[y], acc[x][y]);
         }}
+        // The other stage was last read in slice s - 1, which every thread finished before the last barrier.
+        if (s + 1 < slices) stash((s + 1) % 2);
         __syncthreads();
     }}
     #pragma unroll
     for (int x = 0; x < TM; ++x) {{
-        long long i = row0 + ty + x * RY;
+        const int i = row0 + x / VM * RY * VM + ty * VM + x % VM;
         #pragma unroll
-        for (int y = 0; y < TN; ++y) {{
-            long long j = col0 + tx + y * RX;
-            if (i < m && j < n) {{
-                float v = acc[x][y];
+        for (int g = 0; g < TN / VN; ++g) {{
+            const int j = col0 + g * RX * VN + tx * VN;
+            float v[VN];
+            #pragma unroll
+            for (int w = 0; w < VN; ++w) {{
+                v[w] = acc[x][g * VN + w];
 {epilogue}
-                store(c + i * n + j, v);
             }}
+            if (i < m) store_run<VN>(c + (long long)i * n + j, v, j, n, vec_c);
         }}
     }}
 }}
@@ -112,48 +239,69 @@ extern "C" __global__ void {name}(const {T}* __restrict__ x, const {T}* __restri
 }}
 """
 
-BIAS_GELU = " " * 16 + "v = op_gelu(v + load(bias + j));"
+BIAS_GELU = " " * 16 + "if (j + w < n) v[w] = op_gelu(v[w] + load(bias + j + w));"
 
 
 def thread_tile(bm: int, bn: int) -> tuple[int, int]:
     """(TM, TN): each thread's register tile, so that a block has at most 16×16 threads."""
-    return max(1, bm // 16), max(1, bn // 16)
+    return max(1, bm // THREADS_Y), max(1, bn // THREADS_X)
+
+
+def smem_bytes(bm: int, bn: int, bk: int) -> int:
+    """Dynamic shared memory of the tiled kernel: two stages of A's padded transposed slice and B's slice."""
+    return STAGES * 4 * (bk * (bm + PAD) + bk * bn)
+
+
+def launch_config(m: int, n: int, tile: list[int]) -> dict[str, Any]:
+    """What the tiled kernel is launched with for an M×N output (the row's `extra` records it)."""
+    bm, bn, bk = tile
+    tm, tn = thread_tile(bm, bn)
+    return {"block_tile": [bm, bn, bk], "thread_tile": [tm, tn], "threads": [bn // tn, bm // tm],
+            "threads_per_block": (bn // tn) * (bm // tm), "grid": [cdiv(n, bn), cdiv(m, bm)],
+            "smem_stages": STAGES, "dynamic_smem_bytes": smem_bytes(bm, bn, bk)}  # fmt: skip
 
 
 def refusal(tile: list[int]) -> str:
     """Why a tile cannot run on this kernel ("" when it can)."""
     bm, bn, bk = tile
     tm, tn = thread_tile(bm, bn)
-    smem = 4 * (bk * (bm + 1) + bk * bn)
+    smem = smem_bytes(bm, bn, bk)
     if smem > SMEM_LIMIT:
-        return f"tile {tile} needs {smem} bytes of shared memory; static shared memory is 48 KiB"
+        return f"tile {tile} needs {smem} bytes of shared memory (two stages); a block may have at most {SMEM_LIMIT}"
     if tm * tn > MAX_REGISTER_TILE:
         return f"tile {tile} gives each thread {tm}×{tn} accumulators (more than {MAX_REGISTER_TILE})"
     return ""
 
 
-def source(kind: str, dtype: str, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False) -> tuple[str, str]:
-    """(CUDA source, kernel name) of one kernel: "unblocked", "tiled" (for `tile`) or "bias_gelu"."""
+def body(kind: str, dtype: str, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False) -> tuple[str, str]:
+    """(CUDA source without the shared device code, kernel name) of one kernel: see `source`."""
     T = CTYPES[dtype]
-    head = CONVERSIONS + OPS_SOURCE
     if kind == "unblocked":
         name = f"matmul_unblocked_{dtype}"
-        return head + UNBLOCKED.format(name=name, T=T), name
+        return UNBLOCKED.format(name=name, T=T), name
     if kind == "bias_gelu":
         name = f"bias_gelu_{dtype}"
-        return head + EPILOGUE.format(name=name, T=T), name
+        return EPILOGUE.format(name=name, T=T), name
     bm, bn, bk = tile
     tm, tn = thread_tile(bm, bn)
     name = f"matmul_tiled_{bm}x{bn}x{bk}_{dtype}{'_bias_gelu' if epilogue else ''}"
-    body = TILED.format(name=name, T=T, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, epilogue=BIAS_GELU if epilogue else "")
-    return head + body, name
+    text = TILED.format(name=name, T=T, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vm=min(4, tm), vn=min(4, tn), pad=PAD,
+                        stages=STAGES, epilogue=BIAS_GELU if epilogue else "")  # fmt: skip
+    return VECTOR_IO + text, name
+
+
+def source(kind: str, dtype: str, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False) -> tuple[str, str]:
+    """(CUDA source, kernel name) of one kernel: "unblocked", "tiled" (for `tile`) or "bias_gelu"."""
+    text, name = body(kind, dtype, tile, epilogue)
+    return CONVERSIONS + OPS_SOURCE + text, name
 
 
 def _compiled(
-    kind: str, dtype: str, threads: int, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False
-) -> Any:
+    kind: str, dtype: str, threads: int, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False,
+    dynamic_smem: int = 0,
+) -> Any:  # fmt: skip
     """The built kernel (cached by `build`), recorded with its block size for the resource report."""
-    return build(*source(kind, dtype, tile, epilogue), threads=threads)
+    return build(*source(kind, dtype, tile, epilogue), threads=threads, dynamic_smem=dynamic_smem)
 
 
 def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
@@ -169,17 +317,19 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     flat = (max(1, cdiv(m * n, block)),)
     dims = (np.int32(m), np.int32(n), np.int32(k))
     steps: list[Launcher] = []
+    notes: dict[str, Any] = {}
     if matmul == "unblocked":
         steps.append(_step(_compiled("unblocked", dtype, block), flat, (block,), (a, b, mid, *dims)))
     elif matmul == "tiled":
         if why := refusal(params["tile"]):
             raise NotRunnable(f"cupy tiled matmul: {why}")
-        bm, bn, bk = params["tile"]
-        tm, tn = thread_tile(bm, bn)
-        threads = (bn // tn, bm // tm)
-        k_tiled = _compiled("tiled", dtype, threads[0] * threads[1], (bm, bn, bk), epilogue and fuse)
-        grid = (cdiv(n, bn), cdiv(m, bm))
-        steps.append(_step(k_tiled, grid, threads, (a, b, bias, mid, *dims)))
+        config = launch_config(m, n, params["tile"])
+        smem, threads = config["dynamic_smem_bytes"], config["threads_per_block"]
+        k_tiled = _compiled("tiled", dtype, threads, tuple(params["tile"]), epilogue and fuse, smem)
+        if smem > STATIC_SMEM and hasattr(k_tiled, "max_dynamic_shared_size_bytes"):
+            k_tiled.max_dynamic_shared_size_bytes = smem  # the opt-in, on the loaded kernel
+        steps.append(_step(k_tiled, tuple(config["grid"]), tuple(config["threads"]), (a, b, bias, mid, *dims), smem))
+        notes = config
     else:
         steps.append(_cublas(a, b, mid))
     if separate:
@@ -192,10 +342,13 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
             for step in steps:
                 step()
 
+    launch.notes = notes  # type: ignore[attr-defined]
     return launch
 
 
-def _step(k: Any, grid: tuple, block: tuple, args: tuple) -> Launcher:
+def _step(k: Any, grid: tuple, block: tuple, args: tuple, smem: int = 0) -> Launcher:
+    if smem:
+        return lambda: k(grid, block, args, shared_mem=smem)
     return lambda: k(grid, block, args)
 
 

@@ -1,20 +1,27 @@
 """Matmul on CUDA with Numba: unblocked (one thread per output, operands from device memory) against tiled
-(BM×BK and BK×BN slices staged in shared memory), and the bias+gelu epilogue fused or as its own kernel.
+(register tiles fed from shared memory), and the bias+gelu epilogue fused or as its own kernel.
 
 `unblocked` gives each thread one output and walks K reading A's row and B's column from global memory:
 nothing is staged on chip on purpose (the hardware caches still catch what they can). `tiled` gives each block
-a BM×BN output tile and each of its (BM/TM)·(BN/TN) ≤ 256 threads a TM×TN register tile, TM = BM/16 and
-TN = BN/16 (at least 1); for every BK slice the block loads A's and B's slices into shared memory as float32
-(converting float16 once per element), synchronises, and every thread multiplies its strip of A by its strip
-of B from there: each staged element is used BN (resp. BM) times. Thread (ty, tx) owns rows ty + x·BM/TM and
-columns tx + y·BN/TN, so a warp reads consecutive shared-memory words of B; A is stored transposed with a
-padded row (BM+1 words) so the block's stores into it do not collide in one bank. Shared arrays need sizes
-known when the kernel compiles, so one kernel is generated and cached per (tile, epilogue).
+a BM×BN output tile and each of its 16×16 threads a TM×TN register tile, TM = BM/16 and TN = BN/16 (at least
+1: 8×8 for 128×128, 4×4 for 64×64). K is walked in BK slices: each thread fetches its share of the next A and
+B slices into registers (converting float16 to float32 once per element) while the block multiplies the
+current slice from shared memory, then stores them into shared memory for the next step. Two shared-memory
+stages (one barrier a slice) where both fit Numba's 48 KiB of static shared memory, one stage otherwise (a
+second barrier keeps the stores behind the last reads). Every staged element is used BN (resp. BM) times.
+Thread (ty, tx) owns rows ty + x·BM/TM and columns tx + y·BN/TN, so a warp reads consecutive shared-memory
+words of B (A's are a broadcast); A is stored transposed with a padded row (BM+1 words) so the block's stores
+into it do not collide in one bank. Numba has no unroll pragma and keeps a `cuda.local.array` in local memory
+once its loops stay rolled, so the kernel is generated as Python source (`tiled_text`) with the register
+tile, the fetched elements and their loops written out as scalars; only the loops over slices and over k
+within a slice remain. Shared arrays need sizes known when the kernel compiles, so one kernel is generated
+and cached per (tile, epilogue).
 """
 
 from __future__ import annotations
 
 import functools
+import linecache
 import math
 from collections.abc import Callable
 from typing import Any
@@ -46,8 +53,13 @@ def thread_tile(bm: int, bn: int) -> tuple[int, int]:
     return max(1, bm // 16), max(1, bn // 16)
 
 
-def smem_bytes(bm: int, bn: int, bk: int) -> int:
-    return 4 * (bk * (bm + 1) + bk * bn)
+def smem_bytes(bm: int, bn: int, bk: int, stages: int = 1) -> int:
+    return stages * 4 * (bk * (bm + 1) + bk * bn)
+
+
+def stages(bm: int, bn: int, bk: int) -> int:
+    """Shared-memory stages of the tiled kernel: two where they fit in static shared memory, else one."""
+    return 2 if smem_bytes(bm, bn, bk, 2) <= SMEM_LIMIT else 1
 
 
 def refusal(tile: list[int]) -> str:
@@ -59,6 +71,16 @@ def refusal(tile: list[int]) -> str:
     if tm * tn > MAX_REGISTER_TILE:
         return f"tile {tile} gives each thread {tm}×{tn} accumulators (more than {MAX_REGISTER_TILE})"
     return ""
+
+
+def launch_config(m: int, n: int, tile: list[int]) -> dict[str, Any]:
+    """What the tiled kernel is launched with for an M×N output (the row's `extra` records it)."""
+    bm, bn, bk = tile
+    tm, tn = thread_tile(bm, bn)
+    nstages = stages(bm, bn, bk)
+    return {"block_tile": [bm, bn, bk], "thread_tile": [tm, tn], "threads": [bn // tn, bm // tm],
+            "threads_per_block": (bn // tn) * (bm // tm), "grid": [cdiv(n, bn), cdiv(m, bm)],
+            "smem_stages": nstages, "static_smem_bytes": smem_bytes(bm, bn, bk, nstages)}  # fmt: skip
 
 
 def unblocked_source() -> Callable[..., None]:
@@ -76,56 +98,86 @@ def unblocked_source() -> Callable[..., None]:
     return unblocked
 
 
+def tiled_text(bm: int, bn: int, bk: int, epilogue: bool) -> str:
+    """Python source of the tiled kernel for one tile, its per-thread loops written out (see the module doc).
+
+    Fetch l of A is row tid // BK + l·(THREADS/BK) and k tid % BK of the slice (consecutive threads read
+    consecutive k of a row); fetch l of B is k-row tid // BN + l·(THREADS/BN), column tid % BN. A block has
+    16×16 threads and every tile side is a power of two of at least 16, so each thread fetches the same whole
+    number of elements, BM·BK/THREADS of A and BK·BN/THREADS of B."""
+    tm, tn = thread_tile(bm, bn)
+    ry, rx = bm // tm, bn // tn
+    threads = ry * rx
+    nstages = stages(bm, bn, bk)
+    a_loads, b_loads = bm * bk // threads, bk * bn // threads
+    a_step, b_step = threads // bk, threads // bn
+    zero = "np.float32(0.0)"
+    lines = [
+        "def tiled(a, b, bias, c):",
+        "    m, k = a.shape",
+        "    n = b.shape[1]",
+        f"    sa = cuda.shared.array(({nstages}, {bk}, {bm + 1}), np.float32)  # A's slice transposed, rows padded",
+        f"    sb = cuda.shared.array(({nstages}, {bk}, {bn}), np.float32)",
+        "    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y",
+        f"    tid = ty * {rx} + tx",
+        f"    row0, col0 = cuda.blockIdx.y * {bm}, cuda.blockIdx.x * {bn}",
+        f"    a_row, a_k = tid // {bk}, tid % {bk}",
+        f"    b_k, b_col = tid // {bn}, tid % {bn}",
+        "    bj = col0 + b_col",
+        *(f"    acc_{x}_{y} = {zero}" for x in range(tm) for y in range(tn)),
+    ]
+
+    def fetch(k0: str, indent: str) -> list[str]:
+        out = [f"{indent}ak = {k0} + a_k"]
+        for q in range(a_loads):
+            row = f"row0 + a_row + {q * a_step}"
+            out.append(f"{indent}pa_{q} = np.float32(a[{row}, ak]) if {row} < m and ak < k else {zero}")
+        for q in range(b_loads):
+            kr = f"{k0} + b_k + {q * b_step}"
+            out.append(f"{indent}pb_{q} = np.float32(b[{kr}, bj]) if {kr} < k and bj < n else {zero}")
+        return out
+
+    def stash(stage: str, indent: str) -> list[str]:
+        out = [f"{indent}sa[{stage}, a_k, a_row + {q * a_step}] = pa_{q}" for q in range(a_loads)]
+        return out + [f"{indent}sb[{stage}, b_k + {q * b_step}, b_col] = pb_{q}" for q in range(b_loads)]
+
+    cur = "s % 2" if nstages == 2 else "0"
+    lines += [*fetch("0", "    "), *stash("0", "    "), "    cuda.syncthreads()"]
+    lines += [
+        f"    slices = (k + {bk - 1}) // {bk}",
+        "    for s in range(slices):",
+        f"        cur = {cur}",
+        "        if s + 1 < slices:  # in flight while this slice's FMAs run",
+        *fetch(f"(s + 1) * {bk}", "            "),
+        f"        for kk in range({bk}):",
+        *(f"            a_{x} = sa[cur, kk, ty + {x * ry}]" for x in range(tm)),
+        *(f"            b_{y} = sb[cur, kk, tx + {y * rx}]" for y in range(tn)),
+        *(f"            acc_{x}_{y} += a_{x} * b_{y}" for x in range(tm) for y in range(tn)),
+    ]
+    if nstages == 1:
+        lines.append("        cuda.syncthreads()  # every read of the one stage before it is overwritten")
+    lines += ["        if s + 1 < slices:", *stash("(s + 1) % 2" if nstages == 2 else "0", "            ")]
+    lines.append("        cuda.syncthreads()")
+    for x in range(tm):
+        lines.append(f"    i = row0 + ty + {x * ry}")
+        lines.append("    if i < m:")
+        for y in range(tn):
+            lines += [f"        j = col0 + tx + {y * rx}", "        if j < n:", f"            v = acc_{x}_{y}"]
+            if epilogue:
+                lines.append("            v = gelu(v + np.float32(bias[j]))")
+            lines.append("            c[i, j] = v")
+    return "\n".join(lines) + "\n"
+
+
 @functools.cache
 def tiled_source(bm: int, bn: int, bk: int, epilogue: bool) -> Callable[..., None]:
     """The tiled kernel for one tile as a Python function (what `cuda.jit` and `cuda.compile_ptx` take)."""
-    tm, tn = thread_tile(bm, bn)
-    ry, rx = bm // tm, bn // tn  # threads per block along rows and columns
-    threads = ry * rx
-    bmp = bm + 1
-
-    def tiled(a, b, bias, c):  # type: ignore[no-untyped-def]
-        m, k = a.shape
-        n = b.shape[1]
-        sa = cuda.shared.array((bk, bmp), np.float32)
-        sb = cuda.shared.array((bk, bn), np.float32)
-        acc = cuda.local.array((tm, tn), np.float32)
-        ar = cuda.local.array(tm, np.float32)
-        br = cuda.local.array(tn, np.float32)
-        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        tid = ty * rx + tx
-        row0, col0 = np.int64(cuda.blockIdx.y) * bm, np.int64(cuda.blockIdx.x) * bn
-        for x in range(tm):
-            for y in range(tn):
-                acc[x, y] = np.float32(0.0)
-        for k0 in range(0, k, bk):
-            for e in range(tid, bm * bk, threads):  # consecutive threads read consecutive k of one A row
-                r, kk = e // bk, e % bk
-                sa[kk, r] = np.float32(a[row0 + r, k0 + kk]) if row0 + r < m and k0 + kk < k else np.float32(0.0)
-            for e in range(tid, bk * bn, threads):  # ... and consecutive columns of one B row
-                kk, cc = e // bn, e % bn
-                sb[kk, cc] = np.float32(b[k0 + kk, col0 + cc]) if k0 + kk < k and col0 + cc < n else np.float32(0.0)
-            cuda.syncthreads()
-            for kk in range(bk):
-                for x in range(tm):
-                    ar[x] = sa[kk, ty + x * ry]
-                for y in range(tn):
-                    br[y] = sb[kk, tx + y * rx]
-                for x in range(tm):
-                    for y in range(tn):
-                        acc[x, y] += ar[x] * br[y]
-            cuda.syncthreads()
-        for x in range(tm):
-            i = row0 + ty + x * ry
-            for y in range(tn):
-                j = col0 + tx + y * rx
-                if i < m and j < n:
-                    v = acc[x, y]
-                    if epilogue:
-                        v = gelu(v + np.float32(bias[j]))
-                    c[i, j] = v
-
-    return tiled
+    text = tiled_text(bm, bn, bk, epilogue)
+    filename = f"<numba matmul tiled {bm}x{bn}x{bk}{' bias_gelu' if epilogue else ''}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # for tracebacks, inspect
+    namespace: dict[str, Any] = {"cuda": cuda, "np": np, "gelu": gelu}
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace["tiled"]
 
 
 def epilogue_source() -> Callable[..., None]:
@@ -191,14 +243,15 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     mid = cuda.device_array(out.shape, dtype=out.dtype) if separate else out
     block, stream = BACKEND.option(opts, "block"), stream_arg(opts.get("stream"))
     flat = (max(1, cdiv(m * n, block)),)
+    notes: dict[str, Any] = {}
     if matmul == "unblocked":
         steps = [_prepare((__name__, "UNBLOCKED", None), flat, (block,), stream, a, b, mid)]
     else:
         bm, bn, bk = params["tile"]
         if why := refusal(params["tile"]):
             raise NotRunnable(f"numba/cuda tiled matmul: {why}")
-        tm, tn = thread_tile(bm, bn)
-        grid, threads = (cdiv(n, bn), cdiv(m, bm)), (bn // tn, bm // tm)
+        notes = launch_config(m, n, params["tile"])
+        grid, threads = tuple(notes["grid"]), tuple(notes["threads"])
         factory = (__name__, "tiled_source", (bm, bn, bk, epilogue and fuse))
         steps = [_prepare(factory, grid, threads, stream, a, b, bias, mid)]
     if separate:
@@ -208,6 +261,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
         for step in steps:
             step()
 
+    launch.notes = notes  # type: ignore[attr-defined]
     return launch
 
 
