@@ -1,17 +1,20 @@
 """Attention on the host CPU with Numba: a flash-style fused kernel against scores, softmax and P·V kernels.
 
 Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in
-parallel with `prange`; each task streams the keys in tiles of block_n. Both variants share the tile code
-of `attention_kernels`, on float32 scratch tiles that stay in cache: the query tile transposed and
-pre-scaled by 1/√d, the scores key-major (st[j, i]) and the value tile. Every inner loop then runs along a
-contiguous axis with no reduction in it (over queries for Q·Kᵀ and the softmax, over head_dim for P·V), so
-LLVM vectorises it without reassociating sums, and results do not depend on the vector width. The unfused
-kernels store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ
-only in fusion.
+parallel with `prange` (a head's tiles interleaved long with short, so that the causal triangle splits evenly
+between threads); each task streams the keys in tiles of block_n. Both variants share the tile code of
+`attention_tiles`, on float32 scratch tiles that stay in cache: the query tile transposed and pre-scaled by
+1/√d, a K and a V tile, and the scores key-major (st[j, i]). The two tile products (Q·Kᵀ and P·V) are
+register-blocked micro-kernels on eight-lane vectors (`attention_simd`), each output summed in the reduction's
+order with one fused multiply-add per term; the softmax loops run across queries, element by element, so LLVM
+vectorises them without reassociating sums. Results do not depend on the vector width. The unfused kernels
+store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in
+fusion.
 
 The kernels are `attention_kernels` (with the vectorisable exp both variants use); this module prepares
 their arguments and compiles them for exactly those. Half-precision arrays arrive as their uint16 bits
-(Numba's CPU target has no float16) and are converted as tiles are loaded or stored.
+(Numba's CPU target has no float16) and are converted as tiles are loaded or stored, with F16C where the host
+has it (`VECTOR_CODECS`, which agree with NumPy bit for bit on every non-NaN half).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The Numba CPU attention kernels: a flash-style fused kernel, and scores, softmax and P·V kernels.
 
 Kernel factories apart from the entries that prepare and launch them (`backends.numba.on_cpu.attention`,
-whose docstring describes the design), each built once per storage dtype (float16 as uint16 bits). Score
-tiles are key-major, st[j, i] for key j and query i, and so are the unfused S and P (stored as Sᵀ, Pᵀ): the
-softmax's max and sum then run across queries, element by element, instead of along a row, where a float
-reduction cannot be vectorised without reassociating it.
+whose docstring describes the design) and the tile code they share (`attention_tiles`), each built once per
+storage dtype (float16 as uint16 bits). Score tiles are key-major, st[j, i] for key j and query i, and so
+are the unfused S and P (stored as Sᵀ, Pᵀ): the softmax's max and sum then run across queries, element by
+element, instead of along a row, where a float reduction cannot be vectorised without reassociating it.
 
 `_exp` is a vectorisable float32 exp (Cody–Waite reduction and the Cephes polynomial, error under 2 ulp):
 libm's expf is a call per element and would dominate both variants. It is not backends.numba.ops.exp_float32,
@@ -22,7 +22,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from backends.numba.ops import CODECS, _float_from_bits
+from backends.numba.on_cpu.attention_tiles import COLS, ROWS, loaders, padded, pv_tile, qk_tile, tile_max
+from backends.numba.ops import VECTOR_CODECS, _float_from_bits
 
 F32 = np.float32
 ZERO, ONE, NEG_INF = F32(0.0), F32(1.0), F32(-np.inf)
@@ -63,19 +64,12 @@ def _first_row(key: int, q0: int, causal: bool) -> int:
 
 
 @register_jitable
-def _pv_tile(pt: Any, vt: Any, acc: Any, rows: int, cols: int, head_dim: int) -> None:
-    """acc[i, :] += Σ_j pt[j, i]·vt[j, :], four keys per pass over the accumulator row, summed in key order."""
-    for i in range(rows):
-        j = 0
-        while j + 4 <= cols:
-            a0, a1, a2, a3 = pt[j, i], pt[j + 1, i], pt[j + 2, i], pt[j + 3, i]
-            for d in range(head_dim):
-                acc[i, d] = (((acc[i, d] + a0 * vt[j, d]) + a1 * vt[j + 1, d]) + a2 * vt[j + 2, d]) + a3 * vt[j + 3, d]
-            j += 4
-        for jj in range(j, cols):
-            a = pt[jj, i]
-            for d in range(head_dim):
-                acc[i, d] += a * vt[jj, d]
+def _tile_of(task: int, tiles: int) -> int:
+    """The query tile of task `task` (tasks run head by head): the tiles of a head taken first, last, second,
+    second to last..., so that under the causal mask any run of consecutive tasks, one thread's share of the
+    parallel loop, holds about as many long key extents as short ones."""
+    t = task % tiles
+    return t // 2 if t % 2 == 0 else tiles - 1 - t // 2
 
 
 @functools.cache
@@ -84,66 +78,39 @@ def kernels(dtype: str) -> SimpleNamespace:
     return SimpleNamespace(flash=_flash(dtype), scores=_scores(dtype), softmax=_softmax(dtype), pv=_pv(dtype))
 
 
-@functools.cache
-def _tile_loaders(dtype: str) -> SimpleNamespace:
-    """The tile code the kernels share: Q transposed and pre-scaled, a V tile, a key-major score tile."""
-    load = CODECS[dtype][0]
-
-    @register_jitable
-    def load_qt(q, bh, q0, rows, head_dim, scale, qt):  # type: ignore[no-untyped-def]
-        for i in range(rows):
-            for d in range(head_dim):
-                qt[d, i] = load(q[bh, q0 + i, d]) * scale
-
-    @register_jitable
-    def load_v(v, bh, n0, cols, head_dim, vt):  # type: ignore[no-untyped-def]
-        for j in range(cols):
-            for d in range(head_dim):
-                vt[j, d] = load(v[bh, n0 + j, d])
-
-    @register_jitable
-    def qk_tile(k, bh, n0, cols, head_dim, qt, st, rows):  # type: ignore[no-untyped-def]
-        """st[j, i] = Σ_d k[j, d]·qt[d, i]: the inner loop runs over queries, contiguous in qt and st."""
-        for j in range(cols):
-            for i in range(rows):
-                st[j, i] = ZERO
-            for d in range(head_dim):
-                a = load(k[bh, n0 + j, d])
-                for i in range(rows):
-                    st[j, i] += a * qt[d, i]
-
-    return SimpleNamespace(load_qt=load_qt, load_v=load_v, qk_tile=qk_tile)
-
-
 def _flash(dtype: str) -> Any:
     """The fused kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
-    store = CODECS[dtype][1]
-    t = _tile_loaders(dtype)
-    load_qt, load_v, qk_tile = t.load_qt, t.load_v, t.qk_tile
+    store = VECTOR_CODECS[dtype][1]
+    t = loaders(dtype)
+    load_qt, load_rows = t.load_qt, t.load_rows
 
     @njit(parallel=True, fastmath=FASTMATH)
     def flash(q, k, v, out, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = q.shape
-        tiles = (seq_len + block_m - 1) // block_m
+        tiles, bm, bn, dp = (
+            (seq_len + block_m - 1) // block_m,
+            padded(block_m, COLS),
+            padded(block_n, ROWS),
+            padded(head_dim, COLS),
+        )
         for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
+            bh, q0 = task // tiles, _tile_of(task, tiles) * block_m
             rows = min(block_m, seq_len - q0)
-            qt, st = np.empty((head_dim, block_m), F32), np.empty((block_n, block_m), F32)
-            vt, acc = np.empty((block_n, head_dim), F32), np.zeros((block_m, head_dim), F32)
-            m, den = np.full(block_m, NEG_INF, F32), np.zeros(block_m, F32)  # running max and sum per query
-            top, alpha, total = np.empty(block_m, F32), np.empty(block_m, F32), np.empty(block_m, F32)
+            qt, st = np.zeros((head_dim, bm), F32), np.empty((bn, bm), F32)
+            kt, vt, acc = np.zeros((bn, head_dim), F32), np.zeros((bn, dp), F32), np.zeros((bm, dp), F32)
+            m, den = np.full(bm, NEG_INF, F32), np.zeros(block_m, F32)  # running max and sum per query
+            top, alpha, total = np.empty(bm, F32), np.empty(block_m, F32), np.empty(block_m, F32)
             load_qt(q, bh, q0, rows, head_dim, scale, qt)
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                load_v(v, bh, n0, cols, head_dim, vt)
-                qk_tile(k, bh, n0, cols, head_dim, qt, st, rows)
-                top[:rows] = m[:rows]
-                for j in range(cols):  # hide masked scores; the running max of each query
-                    lo = min(_first_row(n0 + j, q0, causal), rows)
-                    st[j, :lo] = NEG_INF
-                    for i in range(lo, rows):
-                        top[i] = _max(top[i], st[j, i])
+                load_rows(k, bh, n0, cols, head_dim, kt)
+                load_rows(v, bh, n0, cols, head_dim, vt)
+                qk_tile(kt, qt, st, cols, rows, head_dim)
+                if causal and n0 + cols > q0 + 1:  # a tile on the diagonal: hide the scores of later keys
+                    for j in range(cols):
+                        st[j, : min(_first_row(n0 + j, q0, causal), rows)] = NEG_INF
+                tile_max(st, m, top, cols, rows)
                 for i in range(rows):  # every query sees key 0 in the first tile, so top is finite
                     alpha[i], total[i] = _exp(m[i] - top[i]), ZERO
                 for j in range(cols):
@@ -154,7 +121,7 @@ def _flash(dtype: str) -> Any:
                     m[i], den[i] = top[i], den[i] * alpha[i] + total[i]
                     for d in range(head_dim):
                         acc[i, d] *= alpha[i]
-                _pv_tile(st, vt, acc, rows, cols, head_dim)
+                pv_tile(st, vt, acc, rows, cols, head_dim)
             for i in range(rows):
                 inv = ONE / den[i]
                 for d in range(head_dim):
@@ -165,23 +132,24 @@ def _flash(dtype: str) -> Any:
 
 def _scores(dtype: str) -> Any:
     """Unfused Sᵀ = (Q·Kᵀ·scale)ᵀ; masked scores are not stored: the softmax and P·V never read them."""
-    store = CODECS[dtype][1]
-    t = _tile_loaders(dtype)
-    load_qt, qk_tile = t.load_qt, t.qk_tile
+    store = VECTOR_CODECS[dtype][1]
+    t = loaders(dtype)
+    load_qt, load_rows = t.load_qt, t.load_rows
 
     @njit(parallel=True, fastmath=FASTMATH)
     def scores(q, k, s_t, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = q.shape
-        tiles = (seq_len + block_m - 1) // block_m
+        tiles, bm, bn = (seq_len + block_m - 1) // block_m, padded(block_m, COLS), padded(block_n, ROWS)
         for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
+            bh, q0 = task // tiles, _tile_of(task, tiles) * block_m
             rows = min(block_m, seq_len - q0)
-            qt, st = np.empty((head_dim, block_m), F32), np.empty((block_n, block_m), F32)
+            qt, st, kt = np.zeros((head_dim, bm), F32), np.empty((bn, bm), F32), np.zeros((bn, head_dim), F32)
             load_qt(q, bh, q0, rows, head_dim, scale, qt)
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                qk_tile(k, bh, n0, cols, head_dim, qt, st, rows)
+                load_rows(k, bh, n0, cols, head_dim, kt)
+                qk_tile(kt, qt, st, cols, rows, head_dim)
                 for j in range(cols):  # masked scores are not stored: the softmax and P·V never read them
                     for i in range(_first_row(n0 + j, q0, causal), rows):
                         s_t[bh, n0 + j, q0 + i] = store(st[j, i])
@@ -191,14 +159,14 @@ def _scores(dtype: str) -> Any:
 
 def _softmax(dtype: str) -> Any:
     """Unfused Pᵀ from Sᵀ, a query tile at a time: its scores read once, then max, exponentials and sum."""
-    load, store = CODECS[dtype]
+    load, store = VECTOR_CODECS[dtype]
 
     @njit(parallel=True, fastmath=FASTMATH)
     def softmax(s_t, p_t, causal, block_m):  # type: ignore[no-untyped-def]
         heads, seq_len, _ = s_t.shape
         tiles = (seq_len + block_m - 1) // block_m
         for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
+            bh, q0 = task // tiles, _tile_of(task, tiles) * block_m
             rows = min(block_m, seq_len - q0)
             end = min(seq_len, q0 + rows) if causal else seq_len
             e = np.empty((end, block_m), F32)  # the tile's scores, then exponentials: read from S once
@@ -222,28 +190,32 @@ def _softmax(dtype: str) -> Any:
 
 def _pv(dtype: str) -> Any:
     """Unfused O = P·V from Pᵀ, a query tile at a time, V streamed through in tiles."""
-    load, store = CODECS[dtype]
-    load_v = _tile_loaders(dtype).load_v
+    load, store = VECTOR_CODECS[dtype]
+    load_rows = loaders(dtype).load_rows
 
     @njit(parallel=True, fastmath=FASTMATH)
     def pv(p_t, v, out, causal, block_m, block_n):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = v.shape
-        tiles = (seq_len + block_m - 1) // block_m
+        tiles, bm, bn, dp = (
+            (seq_len + block_m - 1) // block_m,
+            padded(block_m, COLS),
+            padded(block_n, ROWS),
+            padded(head_dim, COLS),
+        )
         for task in prange(heads * tiles):
-            bh, q0 = task // tiles, (task % tiles) * block_m
+            bh, q0 = task // tiles, _tile_of(task, tiles) * block_m
             rows = min(block_m, seq_len - q0)
-            pt, vt = np.empty((block_n, block_m), F32), np.empty((block_n, head_dim), F32)
-            acc = np.zeros((block_m, head_dim), F32)
+            pt, vt, acc = np.zeros((bn, bm), F32), np.zeros((bn, dp), F32), np.zeros((bm, dp), F32)
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                load_v(v, bh, n0, cols, head_dim, vt)
+                load_rows(v, bh, n0, cols, head_dim, vt)
                 for j in range(cols):  # masked probabilities are zero, never read
                     lo = min(_first_row(n0 + j, q0, causal), rows)
                     pt[j, :lo] = ZERO
                     for i in range(lo, rows):
                         pt[j, i] = load(p_t[bh, n0 + j, q0 + i])
-                _pv_tile(pt, vt, acc, rows, cols, head_dim)
+                pv_tile(pt, vt, acc, rows, cols, head_dim)
             for i in range(rows):
                 for d in range(head_dim):
                     out[bh, q0 + i, d] = store(acc[i, d])
