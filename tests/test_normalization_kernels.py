@@ -155,6 +155,21 @@ def test_softmax_kernels_do_not_call_libm_exp() -> None:
             assert "@expf" not in dispatcher.inspect_llvm(sig)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_cpu_output_loops_multiply_by_the_reciprocal(op: str) -> None:
+    """No vector division in the kernels: each row's 1/s is computed once and multiplied by, not sunk into
+    the loop by fast-math reassociation as v/s (a vdivps per 8 values)."""
+    import re
+
+    from backends.numba.on_cpu.normalization_kernels import fused_kernel, step_kernel
+
+    for variant in ("fused", "unfused"):
+        run(op, "numba", "cpu", variant, {"rows": 2, "cols": 300, "tile": 128}, "float32")
+    for dispatcher in (fused_kernel(op, "float32"), step_kernel("rowwise", "float32")):
+        for sig in dispatcher.signatures:
+            assert not re.search(r"fdiv[^\n]*<\d+ x float>", dispatcher.inspect_llvm(sig))
+
+
 def test_vector_codecs_agree_with_numpy_on_every_half() -> None:
     """The float16 conversions the CPU kernels use (F16C where present) round exactly as NumPy does."""
     from numba import njit

@@ -15,7 +15,9 @@ import math
 from typing import Any
 
 import numpy as np
-from numba.extending import register_jitable
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, register_jitable
 
 from backends.numba.ops import NEG_INF, ONE, VECTOR_CODECS, ZERO, exp_float32, fmax32
 from scenarios.normalization import EPS
@@ -23,15 +25,34 @@ from scenarios.normalization import EPS
 EPS32 = np.float32(EPS)
 
 
+@intrinsic
+def fence(typingctx: object, value: types.Type) -> tuple | None:
+    """value behind LLVM's `arithmetic.fence`, which fast-math rewrites do not cross (it costs no instruction).
+
+    A row's scale is a reciprocal, 1/s, that its output loop multiplies by; under `reassoc` InstCombine sinks
+    that division into the loop ((1/s)·v -> v/s), one vdivps per 8 values, several times the cost of the
+    multiply: measured, it made the output loops compute-bound. The fence keeps the reciprocal a value."""
+    if value == types.float32:
+
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            fnty = ir.FunctionType(ir.FloatType(), [ir.FloatType()])
+            return builder.call(builder.module.declare_intrinsic("llvm.arithmetic.fence", [ir.FloatType()], fnty), args)
+
+        return types.float32(value), codegen
+    return None
+
+
 @register_jitable
 def reciprocal_std(s: float) -> float:
-    """1 / sqrt(s + eps): the reciprocal standard deviation of a variance (or mean square) s."""
-    return ONE / math.sqrt(s + EPS32)
+    """1 / sqrt(s + eps): the reciprocal standard deviation of a variance (or mean square) s, fenced so that
+    the loops multiply by it."""
+    return fence(ONE / math.sqrt(s + EPS32))
 
 
 @register_jitable
 def reciprocal(s: float) -> float:
-    return ONE / s
+    """1 / s, fenced so that the loops multiply by it."""
+    return fence(ONE / s)
 
 
 @functools.cache
