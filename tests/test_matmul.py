@@ -218,3 +218,14 @@ def test_numba_cpu_unblocked_and_tiled_round_alike() -> None:
     unblocked, _, _ = _run(KernelKey("matmul", "numba", "unblocked", "cpu"), params, "float32")
     tiled, _, _ = _run(KernelKey("matmul", "numba", "tiled", "cpu"), params, "float32")
     assert np.array_equal(unblocked, tiled)
+
+
+@pytest.mark.parametrize("tile", [[16, 16, 16], [32, 256, 64]])
+def test_numba_cpu_tiled_is_bitwise_unblocked_across_tasks_slices_and_packing_blocks(tile: list[int]) -> None:
+    """301 columns: 19 NR panels, more than one packing group of B, the last panel partial; K = 150 in several
+    KC slices, the last partial; 67 rows: several row tasks, the last MR panel partial."""
+    params = _params(tile=tile, m=67, n=301, k=150)
+    unblocked, ref, tol = _run(KernelKey("matmul", "numba", "unblocked", "cpu"), params, "float32")
+    tiled, _, _ = _run(KernelKey("matmul", "numba", "tiled", "cpu"), params, "float32")
+    assert numerics.judge(tiled, ref, tol)[1] == ""
+    assert np.array_equal(unblocked, tiled)

@@ -67,6 +67,10 @@ def _unblocked_kernel(dtype: str) -> Any:
     return unblocked
 
 
+PACK_ROWS, PACK_PANELS = 64, 16
+"""Rows and NR-panels of B per packing task."""
+
+
 @register_jitable
 def _panels(size: int, width: int) -> int:
     """Panels (or tiles) of `width` that cover `size`, the last one partial."""
@@ -80,33 +84,40 @@ def _pack_kernels(dtype: str) -> tuple[Any, Any]:
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def pack_a(a, ap):  # type: ignore[no-untyped-def]
-        """ap[(q·K + p)·MR + i] = A[q·MR + i, p]: panel q holds MR rows, one K step per MR values."""
+        """ap[(q·K + p)·MR + i] = A[q·MR + i, p]: panel q holds MR rows, one K step per MR values, written in
+        order while MR rows of A are read side by side."""
         m, k = a.shape
         for q in prange(_panels(m, MR)):
-            base = q * k * MR
-            for i in range(MR):
-                r = q * MR + i
-                if r < m:
-                    for p in range(k):
-                        ap[base + p * MR + i] = load(a[r, p])
-                else:  # rows past the edge: zeros, computed into accumulator rows never stored
-                    for p in range(k):
-                        ap[base + p * MR + i] = 0.0
+            base, r0 = q * k * MR, q * MR
+            if r0 + MR <= m:
+                for p in range(k):
+                    for i in range(MR):
+                        ap[base + p * MR + i] = load(a[r0 + i, p])
+            else:  # the edge panel: zero rows past the edge, computed into accumulator rows never stored
+                for p in range(k):
+                    for i in range(MR):
+                        ap[base + p * MR + i] = load(a[r0 + i, p]) if r0 + i < m else 0.0
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def pack_b(b, bp):  # type: ignore[no-untyped-def]
-        """bp[(q·K + p)·NR + j] = B[p, q·NR + j]: panel q holds NR columns, one K step per NR values."""
+        """bp[(q·K + p)·NR + j] = B[p, q·NR + j]: panel q holds NR columns, one K step per NR values. B is
+        read in blocks of PACK_ROWS rows × PACK_PANELS panels, a whole KB of each row at a time: one panel's
+        64 bytes per row would touch a new page of B on every row."""
         k, n = b.shape
-        for q in prange(_panels(n, NR)):
-            base, j0 = q * k * NR, q * NR
-            if j0 + NR <= n:
-                for p in range(k):
-                    for j in range(NR):
-                        bp[base + p * NR + j] = load(b[p, j0 + j])
-            else:  # the edge panel: zeros past the last column
-                for p in range(k):
-                    for j in range(NR):
-                        bp[base + p * NR + j] = load(b[p, j0 + j]) if j0 + j < n else 0.0
+        panels = _panels(n, NR)
+        groups = _panels(panels, PACK_PANELS)
+        for t in prange(_panels(k, PACK_ROWS) * groups):
+            p0, g0 = (t // groups) * PACK_ROWS, (t % groups) * PACK_PANELS
+            for p in range(p0, min(p0 + PACK_ROWS, k)):
+                row = b[p]
+                for q in range(g0, min(g0 + PACK_PANELS, panels)):
+                    base, j0 = (q * k + p) * NR, q * NR
+                    if j0 + NR <= n:
+                        for j in range(NR):
+                            bp[base + j] = load(row[j0 + j])
+                    else:  # the edge panel: zeros past the last column
+                        for j in range(NR):
+                            bp[base + j] = load(row[j0 + j]) if j0 + j < n else 0.0
 
     return pack_a, pack_b
 
