@@ -24,8 +24,9 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from backends.numba import BACKEND
 from backends.numba.on_cpu.matmul_micro import MR, NR, micro_tile
-from backends.numba.ops import CODECS, VECTOR_CODECS, gelu
+from backends.numba.ops import CODECS, VECTOR_CODECS, op_table
 from suite.core.registry import Launcher, kernel
 
 FASTMATH = {"contract"}
@@ -40,18 +41,24 @@ def _plain(v: float, bias: float) -> float:
     return v
 
 
-@register_jitable
-def _bias_gelu(v: float, bias: float) -> float:
-    return gelu(v + bias)
+@functools.cache
+def _finish(epilogue: bool, math: str) -> Callable[[float, float], float]:
+    """What is applied to an accumulator before its store: nothing, or gelu(v + bias) with the gelu of math mode
+    `math` (`backend_options.numba.math`; the fast one vectorises, libm's tanh is a call per element)."""
+    if not epilogue:
+        return _plain
+    gelu = op_table(math)["gelu"]
 
+    @register_jitable
+    def bias_gelu(v: float, bias: float) -> float:
+        return gelu(v + bias)
 
-def _finish(epilogue: bool) -> Callable[[float, float], float]:
-    return _bias_gelu if epilogue else _plain
+    return bias_gelu
 
 
 @functools.cache
 def _unblocked_kernel(dtype: str) -> Any:
-    load, store = CODECS[dtype]
+    load, store = VECTOR_CODECS[dtype]
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def unblocked(a, b, c):  # type: ignore[no-untyped-def]
@@ -123,8 +130,8 @@ def _pack_kernels(dtype: str) -> tuple[Any, Any]:
 
 
 @functools.cache
-def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool) -> Any:
-    """One kernel per (tile, dtype, epilogue): the tile sizes are compile-time constants of the loops.
+def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: str) -> Any:
+    """One kernel per (tile, dtype, epilogue, math mode): the tile sizes are compile-time constants of the loops.
 
     A task owns an MC×NC block of C (MC = BM rounded up to whole MR panels, NC = BN), holds it in a float32
     accumulator, and walks K in slices of KC = BK: for each NR panel of B (KC×NR, which stays in L1), every MR
@@ -132,7 +139,7 @@ def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool) -> Any:
     """
     store = VECTOR_CODECS[dtype][1]
     load = VECTOR_CODECS[dtype][0]
-    finish = _finish(epilogue)
+    finish = _finish(epilogue, math)
     pm, pn = _panels(bm, MR), _panels(bn, NR)  # panels per task
     ldc = pn * NR
 
@@ -160,14 +167,14 @@ def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool) -> Any:
     return tiled
 
 
-def _tiled_launch(params: dict, dtype: str, epilogue: bool, a: np.ndarray, b: np.ndarray, bias: np.ndarray,
-                  c: np.ndarray) -> Callable[[], None]:  # fmt: skip
+def _tiled_launch(params: dict, dtype: str, epilogue: bool, math: str, a: np.ndarray, b: np.ndarray,
+                  bias: np.ndarray, c: np.ndarray) -> Callable[[], None]:  # fmt: skip
     """Pack A and B (buffers allocated here, once), then run the tiled kernel into c."""
     (m, k), n = a.shape, b.shape[1]
     ap = np.empty(_panels(m, MR) * MR * k, np.float32)
     bp = np.empty(_panels(n, NR) * NR * k, np.float32)
     pack_a, pack_b = (_compiled(f, x, y) for f, x, y in zip(_pack_kernels(dtype), (a, b), (ap, bp), strict=True))
-    mm = _compiled(_tiled_kernel(*params["tile"], dtype, epilogue), ap, bp, k, bias, c)
+    mm = _compiled(_tiled_kernel(*params["tile"], dtype, epilogue, math), ap, bp, k, bias, c)
 
     def launch() -> None:
         pack_a(a, ap)
@@ -178,16 +185,18 @@ def _tiled_launch(params: dict, dtype: str, epilogue: bool, a: np.ndarray, b: np
 
 
 @functools.cache
-def _epilogue_kernel(dtype: str) -> Any:
-    """out = gelu(x + bias) elementwise, x the stored A·B: the epilogue as its own kernel."""
-    load, store = CODECS[dtype]
+def _epilogue_kernel(dtype: str, math: str) -> Any:
+    """out = gelu(x + bias) elementwise, x the stored A·B: the epilogue as its own kernel, with the same gelu as
+    the fused kernel's."""
+    load, store = VECTOR_CODECS[dtype]
+    bias_gelu_of = _finish(True, math)
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def bias_gelu(x, bias, out):  # type: ignore[no-untyped-def]
         m, n = x.shape
         for i in prange(m):
             for j in range(n):
-                out[i, j] = store(gelu(load(x[i, j]) + load(bias[j])))
+                out[i, j] = store(bias_gelu_of(load(x[i, j]), load(bias[j])))
 
     return bias_gelu
 
@@ -210,7 +219,7 @@ def _dtype(inputs: dict[str, Any], out: np.ndarray) -> str:
     return dtype
 
 
-def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict) -> Launcher:
+def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict, math: str) -> Launcher:
     """The matmul kernel `matmul` ("unblocked" or "tiled"), then the epilogue as a separate kernel if any.
 
     Nothing is fused here: with an epilogue, A·B goes to a scratch array in the storage dtype and back.
@@ -222,28 +231,29 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict) -
     if matmul == "unblocked":
         mm, mm_args = _compiled(_unblocked_kernel(dtype), a, b, mid), (a, b, mid)
     else:
-        mm, mm_args = _tiled_launch(params, dtype, False, a, b, bias, mid), ()
-    epi = _compiled(_epilogue_kernel(dtype), mid, bias, c) if epilogue else None
+        mm, mm_args = _tiled_launch(params, dtype, False, math, a, b, bias, mid), ()
+    epi = _compiled(_epilogue_kernel(dtype, math), mid, bias, c) if epilogue else None
 
     def launch() -> None:
         mm(*mm_args)
         if epi is not None:
             epi(mid, bias, c)
 
+    launch.notes = {"math": math}
     return launch
 
 
 @kernel(scenario="matmul", backend="numba", variant="unblocked", device="cpu")
 def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The naive triple loop: A's row and B's strided column from memory for every output."""
-    return _steps("unblocked", inputs, out, params)
+    return _steps("unblocked", inputs, out, params, BACKEND.option(opts, "math"))
 
 
 @kernel(scenario="matmul", backend="numba", variant="tiled", device="cpu")
 @kernel(scenario="matmul", backend="numba", variant="unfused", device="cpu")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
-    return _steps("tiled", inputs, out, params)
+    return _steps("tiled", inputs, out, params, BACKEND.option(opts, "math"))
 
 
 @kernel(scenario="matmul", backend="numba", variant="fused", device="cpu")
@@ -251,4 +261,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     """The tiled kernel with the epilogue (if any) applied to the accumulator tile before its only store."""
     dtype = _dtype(inputs, out)
     a, b, bias, c = (_storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
-    return _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", a, b, bias, c)
+    math = BACKEND.option(opts, "math")
+    launch = _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", math, a, b, bias, c)
+    launch.notes = {"math": math}
+    return launch
