@@ -24,7 +24,8 @@ from suite.core.scenario import Scenario
 from suite.core.tidy import json_dict, timed
 
 SCENARIO = "attention"
-VARIANTS = ("fused", "unfused", "library")
+VARIANTS = ("fused", "unfused", "library", "eager", "compiled")
+"""The order variants are drawn in; one not listed here (a plug-in's) follows them."""
 MAX_COLS = 4
 FOOTPRINT_SKIP = "unfused needs "
 """How a row skipped by the footprint guard (suite.run.footprint) starts its reason."""
@@ -86,7 +87,7 @@ def tflops_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         ax = plt.gca()
         for (impl, variant), line in data.groupby(["impl", "variant"]):
             line = line.groupby("seq_len", as_index=False)["tflops"].median()
-            ls, marker = STYLE.get(variant, ("-.", "D"))
+            ls, marker = _style(variant)
             ax.plot(line["seq_len"], line["tflops"], ls=ls, marker=marker, color=colors[impl], ms=5)
 
     legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
@@ -103,6 +104,11 @@ def _footprint(scn: Scenario, params: dict, dtype: str, variant: str) -> float:
         return math.nan
 
 
+def _style(variant: str) -> tuple[str, str]:
+    """Line style and marker of a variant; a plug-in's own variant gets a dash-dot line."""
+    return STYLE.get(variant, ("-.", "D"))
+
+
 def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path]:
     """Ledger bytes moved per run (solid) and bytes held (footprint, thin) against seq_len, per variant."""
     data = prepare(frame).dropna(subset=["bytes_modeled", "seq_len"])
@@ -114,14 +120,15 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path
     held = [_footprint(scn, json_dict(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
     data = data.assign(moved_gb=data["bytes_modeled"] / 1e9, held_gb=[h / 1e9 for h in held],
                        model=data["device"] + " (" + data["store_model"] + ")")  # fmt: skip
-    variants = [v for v in VARIANTS if v in set(data["variant"])]
+    present = set(data["variant"])
+    variants = [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
     colors = dict(zip(variants, sns.color_palette("deep", len(variants)), strict=False))
 
     def draw(sub: pd.DataFrame) -> None:
         ax = plt.gca()
         for variant, line in sub.groupby("variant"):
             line = line.groupby("seq_len", as_index=False)[["moved_gb", "held_gb"]].first()
-            ls, marker = STYLE.get(variant, ("-.", "D"))
+            ls, marker = _style(variant)
             ax.plot(line["seq_len"], line["moved_gb"], ls=ls, marker=marker, color=colors[variant], ms=5)
             if variant != "library":  # the library's workspace is not modeled
                 ax.plot(line["seq_len"], line["held_gb"], ls=(0, (1, 2)), color=colors[variant], lw=1.2)
@@ -130,7 +137,7 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path
             ax.annotate(" unfused skipped: too big", (length, 0.95), xycoords=("data", "axes fraction"), fontsize=8)
 
     legend = {
-        f"{v}: bytes moved": Line2D([], [], color=c, ls=STYLE[v][0], marker=STYLE[v][1]) for v, c in colors.items()
+        f"{v}: bytes moved": Line2D([], [], color=c, ls=_style(v)[0], marker=_style(v)[1]) for v, c in colors.items()
     }
     legend |= {f"{v}: footprint": Line2D([], [], color=c, ls=(0, (1, 2))) for v, c in colors.items() if v != "library"}
     title = f"attention: ledger traffic per run and memory footprint per variant [{dtype}]"
