@@ -19,7 +19,8 @@ from numba import njit, prange
 
 from backends.numba.fast_math import EXP_NEG_LO, TANH_SMALL, gelu_fast, sigmoid_fast, silu_fast, tanh_fast
 from backends.numba.on_cpu import elementwise_chain as _cpu  # noqa: F401 - importing registers the kernels
-from backends.numba.ops import HARDWARE_HALF, _float_from_bits, op_table
+from backends.numba.op_tables import op_table
+from backends.numba.ops import HARDWARE_HALF, _float_from_bits
 from scenarios.elementwise_chain import ALL8, ElementwiseChain
 from suite.cli import precheck
 from suite.core.errors import ConfigError

@@ -1,7 +1,7 @@
 """The elementwise ops as float32 scalar functions that both Numba targets compile, and float16 storage codecs.
 
 One definition serves `@njit` and `@cuda.jit` alike (`register_jitable`), so the CPU and CUDA kernels, fused
-and unfused, run literally the same op code; on the CPU, math mode "fast" (`op_table`) swaps libm's tanh and exp
+and unfused, run literally the same op code; on the CPU, math mode "fast" (`backends.numba.op_tables`) swaps libm's tanh and exp
 for vectorisable float32 ones. Constants are NumPy float32 globals: Numba freezes globals as
 typed constants, and a bare Python float would promote the arithmetic to float64.
 
@@ -12,7 +12,6 @@ even, subnormals, infinities, NaN payloads).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -79,46 +78,6 @@ OPS: dict[str, Callable[[float], float]] = {
     "gelu": gelu,
 }
 """The ops with libm's tanh and exp (math="libm"): what both targets compile (libdevice on CUDA)."""
-
-MATH = ("fast", "libm")
-"""Math modes of the CPU kernels (`backend_options.numba.math`)."""
-
-
-@functools.cache
-def op_table(math: str) -> dict[str, Callable[[float], float]]:
-    """The ops of math mode `math`: "libm" is `OPS`; "fast" replaces the transcendental ones by the branch-free
-    float32 functions of `backends.numba.fast_math`, which vectorise (CPU target only: the CUDA simulator cannot
-    run their llvmlite intrinsics, and libdevice is already vectorised per thread)."""
-    if math == "libm":
-        return OPS
-    if math != "fast":
-        raise ValueError(f"unknown math mode {math!r}; valid: {', '.join(MATH)}")
-    from backends.numba import fast_math  # it imports this module's constants and bit casts
-
-    fast = {"tanh": fast_math.tanh_fast, "sigmoid": fast_math.sigmoid_fast, "silu": fast_math.silu_fast,
-            "gelu": fast_math.gelu_fast}  # fmt: skip
-    return {**OPS, **fast}
-
-
-@functools.cache
-def chain(ops: tuple[str, ...], math: str = "libm") -> Callable[[float], float]:
-    """v -> op_k(...op_1(v)): one jitable function, the head op composed with the chain of the rest, each op
-    from the table of math mode `math` (see `op_table`).
-
-    A one-op chain is the op itself, so an unfused kernel and a fused one run the same code.
-    """
-    if not ops:
-        raise ValueError("an op chain needs at least one op")
-    head = op_table(math)[ops[0]]
-    if len(ops) == 1:
-        return head
-    tail = chain(ops[1:], math)
-
-    @register_jitable
-    def composed(v: float) -> float:
-        return tail(head(v))
-
-    return composed
 
 
 @register_jitable

@@ -19,7 +19,8 @@ import numpy as np
 from numba import njit, prange
 
 from backends.numba import BACKEND
-from backends.numba.ops import VECTOR_CODECS, chain
+from backends.numba.op_tables import chain
+from backends.numba.ops import VECTOR_CODECS
 from suite.core.registry import Launcher, kernel
 
 

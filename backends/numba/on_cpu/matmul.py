@@ -26,7 +26,8 @@ from numba.extending import register_jitable
 
 from backends.numba import BACKEND
 from backends.numba.on_cpu.matmul_micro import MR, NR, micro_tile
-from backends.numba.ops import CODECS, VECTOR_CODECS, op_table
+from backends.numba.op_tables import op_table
+from backends.numba.ops import CODECS, VECTOR_CODECS
 from suite.core.registry import Launcher, kernel
 
 FASTMATH = {"contract"}

@@ -22,7 +22,7 @@ import numpy as np
 
 from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda.launch import device
-from backends.numba.ops import chain
+from backends.numba.op_tables import chain
 from backends.numba.record import record_numba
 from suite.core.launch_shape import elementwise_launch, launch_notes
 from suite.core.registry import Launcher, kernel
