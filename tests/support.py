@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,18 @@ def nvrtc_reason() -> str:
     except Exception as exc:
         return f"NVRTC cannot compile for sm_90: {exc}"
     return ""
+
+
+@functools.cache
+def host_shim_reason() -> str:
+    """Why CUDA sources cannot be run on the host through the C++20 shim of the *_host tests ("" when they can):
+    one std::thread per CUDA thread, std::barrier for __syncthreads, _Float16 for halves."""
+    if not shutil.which("g++"):
+        return "needs g++ (C++20: std::barrier, _Float16)"
+    probe = "#include <barrier>\nint main() { std::barrier<> b(1); _Float16 h = 1; return (int)h - 1; }"
+    done = subprocess.run(["g++", "-std=c++20", "-x", "c++", "-", "-o", "/dev/null", "-pthread"], input=probe,
+                          capture_output=True, text=True)  # fmt: skip
+    return "" if done.returncode == 0 else f"g++ cannot build the shim: {done.stderr[-300:]}"
 
 
 def nvrtc_resources(kernel: Any) -> Any:

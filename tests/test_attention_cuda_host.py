@@ -9,7 +9,6 @@ even, as cvt.rn.f16.f32 does). What is tested is the source NVRTC compiles, minu
 from __future__ import annotations
 
 import ctypes
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from scenarios.attention import Attention
 from suite.core.numerics import judge
+from tests.support import host_shim_reason
 
 cupy_attention = pytest.importorskip("backends.cupy.attention_kernels")
 
@@ -81,16 +81,7 @@ CASES = [*SCN.checks, *({"batch": 1, "heads": 2, "seq_len": 193, "head_dim": 64,
                          "block_n": 64} for c in (False, True))]  # fmt: skip
 
 
-def _compiler_reason() -> str:
-    if not shutil.which("g++"):
-        return "needs g++ (C++20: std::barrier, _Float16)"
-    probe = "#include <barrier>\nint main() { std::barrier<> b(1); _Float16 h = 1; return (int)h - 1; }"
-    done = subprocess.run(["g++", "-std=c++20", "-x", "c++", "-", "-o", "/dev/null", "-pthread"], input=probe,
-                          capture_output=True, text=True)  # fmt: skip
-    return "" if done.returncode == 0 else f"g++ cannot build the shim: {done.stderr[-300:]}"
-
-
-REASON = _compiler_reason()
+REASON = host_shim_reason()
 
 
 def _library(params: dict, dtype: str, tmp: Path) -> ctypes.CDLL:

@@ -14,7 +14,6 @@ multiply by a zero-filled operand keeps NaN), and a store outside C would overwr
 from __future__ import annotations
 
 import ctypes
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from scenarios.matmul import SWEEP, Matmul
 from suite.core.numerics import judge
+from tests.support import host_shim_reason
 
 mm = pytest.importorskip("backends.cupy.matmul")
 
@@ -84,16 +84,7 @@ SHAPES = {
 }
 
 
-def _compiler_reason() -> str:
-    if not shutil.which("g++"):
-        return "needs g++ (C++20: std::barrier, _Float16)"
-    probe = "#include <barrier>\nint main() { std::barrier<> b(1); _Float16 h = 1; return (int)h - 1; }"
-    done = subprocess.run(["g++", "-std=c++20", "-x", "c++", "-", "-o", "/dev/null", "-pthread"], input=probe,
-                          capture_output=True, text=True)  # fmt: skip
-    return "" if done.returncode == 0 else f"g++ cannot build the shim: {done.stderr[-300:]}"
-
-
-REASON = _compiler_reason()
+REASON = host_shim_reason()
 
 
 def _library(tile: list[int], dtype: str, epilogue: bool, tmp: Path) -> ctypes.CDLL:
