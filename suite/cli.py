@@ -1,4 +1,5 @@
-"""The command line: `python -m suite [overrides]`, `-m` for a multirun sweep, and `python -m suite list`.
+"""The command line: `python -m suite [overrides]`, `-m` for a multirun sweep, `python -m suite list`, and the
+commands over finished runs: `python -m suite compare BASE NEW` and `python -m suite report RUN [RUN ...]`.
 
 Bad input is refused before Hydra starts a run: the overrides are composed (every job of a sweep) and planned
 here, and any problem is printed as one line with exit status 2, never as a traceback.
@@ -112,10 +113,13 @@ def _hydra_main(cfg: DictConfig) -> None:
     from suite.run import results
     from suite.run.runner import run
 
-    outdir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    outdir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    run_id = f"{Path(str(hydra_cfg.sweep.dir)).name}/{hydra_cfg.job.num}" if multirun else outdir.name
     interrupted = False
     try:
-        frame = run(cfg, outdir)
+        frame = run(cfg, outdir, run_id=run_id)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -123,7 +127,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         interrupted = True
         frame = results.read(outdir / results.CSV_NAME)
         print(f"\ninterrupted: {len(frame)} rows kept in {outdir}; rerun with resume=true", file=sys.stderr)
-    if HydraConfig.get().mode != RunMode.MULTIRUN:
+    if not multirun:
         finalize(frame, outdir)
     if interrupted:
         sys.exit(130)
@@ -171,11 +175,26 @@ def options_table() -> Any:
     return table
 
 
+def _over_runs(command: str, argv: list[str]) -> int:
+    """`compare` and `report` read finished runs only: no Hydra, no kernels; bad input is one line, exit 2."""
+    if command == "compare":
+        from suite.report.compare import main as command_main
+    else:
+        from suite.report.merged import main as command_main
+    try:
+        return command_main(argv)
+    except ConfigError as exc:
+        print(f"fusebench: error: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> None:
     args = open_options(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["list"]:
         list_kernels()
         return
+    if args[:1] in (["compare"], ["report"]):
+        sys.exit(_over_runs(args[0], args[1:]))
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
         try:
             precheck(args, keep=True)

@@ -7,7 +7,7 @@ whenever a row is not a clean timed `ok`. Every layer reads rows; only `suite.ru
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 STATUSES = ("ok", "mismatch", "error", "skipped", "unsupported")
@@ -91,16 +91,20 @@ class Row:
     git_rev: str = ""
     command: str = ""
     run_id: str = ""
+    row_id: str = ""
+    """`<run_id>#<n>`, the row's place in its run's table: what reps.parquet's repetitions refer to."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """Scenario- or backend-specific values; written as JSON in the last column."""
+    times_ms: tuple[float, ...] = field(default=(), repr=False, metadata={"column": False})
+    """Every timed repetition, in round order: kept in reps.csv / reps.parquet, not in the row's columns."""
 
     def as_record(self) -> dict[str, Any]:
-        record = asdict(self)
+        record = {name: getattr(self, name) for name in COLUMNS}
         record["extra"] = json.dumps(self.extra, sort_keys=True) if self.extra else ""
         return record
 
 
-COLUMNS = [f.name for f in fields(Row)]
+COLUMNS = [f.name for f in fields(Row) if f.metadata.get("column", True)]
 KEY = ("scenario", "params", "dtype", "backend", "device", "variant")
 """Columns that identify one (case, implementation); `resume` skips keys already in the table."""
 

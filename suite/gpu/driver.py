@@ -13,6 +13,8 @@ import ctypes
 import functools
 
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
+CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_CC_MINOR = 76
 CU_EVENT_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
 
@@ -60,6 +62,22 @@ def device_name() -> str:
     buf = ctypes.create_string_buffer(256)
     _check(_lib().cuDeviceGetName(buf, 256, 0), "cuDeviceGetName")
     return buf.value.decode()
+
+
+def cuda_version() -> str:
+    """The CUDA version the driver supports, as `13.0` (cuDriverGetVersion)."""
+    value = ctypes.c_int()
+    _check(_lib().cuDriverGetVersion(ctypes.byref(value)), "cuDriverGetVersion")
+    return f"{value.value // 1000}.{value.value % 1000 // 10}"
+
+
+def compute_capability() -> str:
+    """Device 0's compute capability, as `9.0`."""
+    context()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check(_lib().cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_CC_MAJOR, 0), "CC major")
+    _check(_lib().cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_CC_MINOR, 0), "CC minor")
+    return f"{major.value}.{minor.value}"
 
 
 def l2_bytes() -> int:

@@ -45,7 +45,8 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     return Row(scenario=key.scenario, params=params_json(case.params), dtype=case.dtype, backend=key.backend,
                device=key.device, variant=key.variant, status=status, reason=reason, mode=mode, size=case.size,
                seed=case.seed, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
-               device_name=device_name, command=command, extra=extra, **values)  # fmt: skip
+               device_name=device_name, command=command, extra=extra,
+               times_ms=stages.timing.times_ms if stages.timing is not None else (), **values)  # fmt: skip
 
 
 def lost(job: Job, reason: str, keys: list[KernelKey] | None = None) -> list[Row]:

@@ -1,12 +1,15 @@
-"""Where a row came from: library versions, device name, git revision, and a command that reproduces it."""
+"""Where a row came from: library versions, device name, git revision, and a command that reproduces it; and
+where a run came from: `environment()`, written to the run's environment.json, so two runs can be told apart."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shlex
 import subprocess
-from importlib.metadata import PackageNotFoundError, version
+import sys
+from importlib.metadata import PackageNotFoundError, distributions, version
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,68 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    """The instruction-set flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return sorted(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return []
+
+
+def threads() -> dict[str, int | None]:
+    """CPUs this process may run on, and the thread pools' sizes where a library says."""
+    found: dict[str, int | None] = {"cpu_count": os.cpu_count()}
+    if hasattr(os, "sched_getaffinity"):
+        found["usable_cpus"] = len(os.sched_getaffinity(0))
+    if "numba" in sys.modules:
+        found["numba_threads"] = sys.modules["numba"].config.NUMBA_NUM_THREADS
+    if "torch" in sys.modules:
+        found["torch_threads"] = sys.modules["torch"].get_num_threads()
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        if name in os.environ:
+            found[name] = int(os.environ[name]) if os.environ[name].isdigit() else None
+    return found
+
+
+def gpu() -> dict[str, str]:
+    """Device 0's name, compute capability, the driver's version and the CUDA version it supports."""
+    from suite.gpu import driver
+
+    found = {"name": driver.device_name(), "compute_capability": driver.compute_capability(),
+             "cuda_driver_api": driver.cuda_version()}  # fmt: skip
+    try:  # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  ..."
+        words = Path("/proc/driver/nvidia/version").read_text().split()
+        found["driver"] = next(w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit())
+    except (OSError, StopIteration):
+        pass
+    return found
+
+
+def environment(has_gpu: bool) -> dict[str, Any]:
+    """Everything a later comparison may need to explain a difference: every installed distribution and its
+    version, Python, the OS, the CPU's model, flags and threads, and the GPU's name and driver where there is one."""
+    dists = {d.metadata["Name"]: d.version for d in distributions() if d.metadata["Name"]}
+    env: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "hostname": platform.node(),
+        "cpu": {"model": cpu_name(), "flags": cpu_flags(), **threads()},
+        "git_rev": git_rev(),
+        "distributions": dict(sorted(dists.items(), key=lambda kv: kv[0].lower())),
+    }
+    if has_gpu:
+        try:
+            env["gpu"] = gpu()
+        except Exception as exc:  # the run goes on; the file says what could not be read
+            env["gpu"] = {"error": str(exc).splitlines()[0]}
+    return env
 
 
 def _override(key: str, value: Any) -> str:

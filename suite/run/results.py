@@ -1,6 +1,9 @@
-"""The run's table: results.csv, one row per (case, implementation), appended and flushed as it exists.
+"""The run's table: results.csv, one row per (case, implementation), appended and flushed as it exists, and
+beside it reps.csv, every timed repetition of every row (row id, variant, round, time).
 
 A killed run keeps every row written; `read` tolerates a last line cut short; `aggregate` merges a multirun.
+Each row is written before its repetitions, so every repetition kept belongs to a row that was written.
+The typed Parquet copies of both are made from these at the end of a run (see `suite.run.store`).
 """
 
 from __future__ import annotations
@@ -14,32 +17,50 @@ import pandas as pd
 from suite.core.row import COLUMNS, KEY, STATUSES, Row
 
 CSV_NAME = "results.csv"
+REPS_NAME = "reps.csv"
+REPS_COLUMNS = ["row_id", "variant", "round", "time_ms"]
 
 
 class Table:
     """results.csv of one run directory: appended row by row, flushed and fsynced so a killed run keeps rows."""
 
-    def __init__(self, directory: Path, fresh: bool = True) -> None:
-        """`fresh` starts a new table; otherwise rows are appended to the one there (resume)."""
+    def __init__(self, directory: Path, fresh: bool = True, run_id: str = "") -> None:
+        """`fresh` starts a new table; otherwise rows are appended to the one there (resume). Rows get the id
+        `<run_id>#<n>` (n counts on from the rows already there), unless they come with one."""
         self.path = Path(directory) / CSV_NAME
+        self.reps_path = Path(directory) / REPS_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = fresh or not self.path.exists() or self.path.stat().st_size == 0
+        self.run_id = run_id or Path(directory).name
+        self._next = 0 if fresh else len(read(self.path))
         self._file = self.path.open("w" if fresh else "a", newline="", encoding="utf-8")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+        fresh_reps = fresh or not self.reps_path.exists() or self.reps_path.stat().st_size == 0
+        self._reps_file = self.reps_path.open("w" if fresh_reps else "a", newline="", encoding="utf-8")
+        self._reps = csv.writer(self._reps_file)
         if fresh:
             self._writer.writeheader()
-            self._flush()
+        if fresh_reps:
+            self._reps.writerow(REPS_COLUMNS)
+        self._flush()
 
     def append(self, row: Row) -> None:
+        if not row.row_id:
+            row.row_id = f"{self.run_id}#{self._next}"
+        self._next += 1
         self._writer.writerow(row.as_record())
+        self._flush()
+        self._reps.writerows((row.row_id, row.variant, i, t) for i, t in enumerate(row.times_ms))
         self._flush()
 
     def _flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        for f in (self._file, self._reps_file):
+            f.flush()
+            os.fsync(f.fileno())
 
     def close(self) -> None:
         self._file.close()
+        self._reps_file.close()
 
     def done_keys(self) -> set[tuple[str, ...]]:
         """Keys of rows already written (for resume): every status counts as finished."""
@@ -52,13 +73,31 @@ def read(path: Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str})
+    frame = pd.read_csv(
+        path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str, "row_id": str}
+    )
     frame["reason"] = frame["reason"].fillna("")
     return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
 
 
+def read_reps(path: Path, row_ids: set[str] | None = None) -> pd.DataFrame:
+    """Read a reps.csv (a last line cut short is dropped); with `row_ids`, only repetitions of those rows."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(REPS_COLUMNS, ("str", "str", "int64", "float64"),
+                                                                     strict=True)})  # fmt: skip
+    frame = pd.read_csv(path, on_bad_lines="skip", dtype={"row_id": str, "variant": str})
+    frame["round"] = pd.to_numeric(frame["round"], errors="coerce")
+    frame["time_ms"] = pd.to_numeric(frame["time_ms"], errors="coerce")
+    frame = frame.dropna(subset=["round", "time_ms"])
+    if row_ids is not None:
+        frame = frame[frame["row_id"].isin(row_ids)]
+    return frame.astype({"round": "int64"}).reset_index(drop=True)
+
+
 def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
-    """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`."""
+    """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`, and their
+    repetitions into one reps.csv beside it."""
     frames = [read(p) for p in paths]
     frame = (
         pd.concat([f for f in frames if not f.empty], ignore_index=True)
@@ -67,4 +106,6 @@ def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out, index=False)
+    reps = [read_reps(Path(p).parent / REPS_NAME) for p in paths]
+    pd.concat(reps, ignore_index=True).to_csv(out.parent / REPS_NAME, index=False)
     return frame

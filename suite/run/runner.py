@@ -2,7 +2,9 @@
 
 Cases are sent to the worker one at a time; every row is appended to results.csv and flushed the moment the
 case returns. A timeout or a crashed worker turns the case into `error` rows; Ctrl-C stops the sweep but keeps
-every row written, and `resume=true` into the same directory skips what is already there.
+every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
+environment.json (what the run ran on, from the worker), ceilings.json, and at the end (or on Ctrl-C) the typed
+Parquet copies of the rows and their repetitions (`suite.run.store`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from suite.core.row import params_json
-from suite.run import assemble, progress
+from suite.run import assemble, progress, store
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
@@ -22,7 +24,7 @@ from suite.run.validate import Plan, planned
 from suite.run.worker import InProcess, Settings, Worker, WorkerLost
 
 
-def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> list[Job]:
+def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run_id: str = "") -> list[Job]:
     timing = TimingConfig(**OmegaConf.to_container(cfg.timing, resolve=True))
     options = OmegaConf.to_container(cfg.backend_options, resolve=True)
     out = []
@@ -46,26 +48,28 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]]) -> 
                     str(outdir / "io") if cfg.save_io else None,
                     skip,
                     strict=bool(cfg.variants),
-                    run_id=outdir.name,
+                    run_id=run_id or outdir.name,
                     cache_dir=str(outdir.resolve() / "cache"),
                 )
             )
     return out
 
 
-def run(cfg: DictConfig, outdir: Path, show_progress: bool = True) -> pd.DataFrame:
+def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "") -> pd.DataFrame:
     """Validate (or take the plan the command line made), run every case, append rows as they come; return the
-    run's whole table."""
+    run's whole table. `run_id` (default: the directory's name) is recorded in every row and starts its row id."""
     p = planned(cfg)
     outdir = Path(outdir)
-    table = Table(outdir, fresh=not cfg.resume)
+    run_id = run_id or outdir.name
+    table = Table(outdir, fresh=not cfg.resume, run_id=run_id)
     done = table.done_keys() if cfg.resume else set()
-    todo = jobs(cfg, p, outdir, done)
+    todo = jobs(cfg, p, outdir, done, run_id)
     settings = Settings(bool(cfg.device.emulate), p.targets, list(cfg.plugins))
     worker = Worker(settings) if cfg.isolate else InProcess(settings)
     (outdir / "ceilings.json").write_text(
         json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
     )
+    store.write_environment(outdir, worker.info["environment"])
     try:
         with progress.Bar(len(todo), enabled=show_progress) as bar:
             for job in todo:
@@ -80,4 +84,5 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True) -> pd.DataFra
     finally:
         worker.close()
         table.close()
+        store.write_parquet(outdir)
     return read(table.path)

@@ -52,6 +52,7 @@ class Session:
                     target.stream = cuda_driver.shared_stream()
         self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
         self.versions, self.git_rev = provenance.versions(), provenance.git_rev()
+        self.environment = provenance.environment(self.gpu)
         self.cuda_clock = None
 
     def _measure_ceilings(self, devices: list[str]) -> dict[str, ceiling.Ceiling]:
@@ -70,7 +71,8 @@ class Session:
         return execute(job, scn, case, self.ceilings, self.cuda_clock, notify)
 
     def info(self) -> dict[str, Any]:
-        return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu}
+        return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu,
+                "environment": self.environment}  # fmt: skip
 
 
 class WorkerLost(RuntimeError):

@@ -1,0 +1,155 @@
+"""A finished run on disk, typed: results.parquet, reps.parquet, environment.json, and `load` to read one back.
+
+results.csv (for spreadsheets) and reps.csv are what a run appends to while it runs, so a killed run keeps its
+rows; the Parquet files are made from them at the end. In results.parquet each column has the type the row
+declares (`suite.core.row.Row`) and the case's params are expanded into one typed column per axis
+(`param_<axis>`: integers, booleans, strings, lists of ops or tile sizes), so a table of many runs can be
+filtered without parsing JSON. An axis whose values differ in kind between families (a normalization `tile` is an
+integer, a matmul `tile` a list) is kept as JSON text. reps.parquet is long: one line per timed repetition
+(row id, variant, round, time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from suite.core.errors import ConfigError
+from suite.core.row import COLUMNS, Row
+from suite.run.results import CSV_NAME, REPS_NAME, read, read_reps
+
+RESULTS_PARQUET = "results.parquet"
+REPS_PARQUET = "reps.parquet"
+ENVIRONMENT = "environment.json"
+PARAM = "param_"
+"""Prefix of the columns the params are expanded into."""
+
+_KINDS = {"str": "string", "int | None": "Int64", "float | None": "float64", "bool | None": "boolean"}
+DTYPES = {f.name: _KINDS.get(str(f.type), "string") for f in fields(Row) if f.name in COLUMNS}
+"""The pandas type of every results column, from the row's annotations (`extra` stays JSON text)."""
+
+
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The results table with each column in its declared type and the params expanded (`param_<axis>`)."""
+    out = frame.copy()
+    for column, kind in DTYPES.items():
+        if column not in out:
+            out[column] = pd.Series([None] * len(out), dtype=object)
+        if kind == "boolean":
+            out[column] = out[column].map(_boolean).astype("boolean")
+        elif kind == "Int64":
+            out[column] = pd.to_numeric(out[column], errors="coerce").round().astype("Int64")
+        elif kind == "float64":
+            out[column] = pd.to_numeric(out[column], errors="coerce").astype("float64")
+        else:
+            out[column] = out[column].map(lambda v: "" if _missing(v) else str(v)).astype("string")
+    params = [json.loads(p) if isinstance(p, str) and p else {} for p in out["params"]]
+    for axis in sorted({k for p in params for k in p}):
+        out[PARAM + axis] = _axis([p.get(axis) for p in params])
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value) or value is pd.NA
+
+
+def _boolean(value: Any) -> Any:
+    if _missing(value) or value == "":
+        return pd.NA
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value)
+
+
+def _axis(values: list[Any]) -> pd.Series:
+    """One params axis as a typed column; values of different kinds (an integer here, a list there) as JSON."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds == {bool}:
+        return pd.Series(values, dtype="boolean")
+    if kinds <= {int}:
+        return pd.Series(values, dtype="Int64")
+    if kinds <= {int, float}:
+        return pd.Series([None if v is None else float(v) for v in values], dtype="float64")
+    if kinds == {str}:
+        return pd.Series(values, dtype="string")
+    if kinds == {list} and len({_leaf(v) for v in values if v is not None}) == 1:
+        return pd.Series(values, dtype=object)
+    return pd.Series([None if v is None else json.dumps(v) for v in values], dtype="string")
+
+
+def _leaf(value: list[Any]) -> tuple[int, type]:
+    """The nesting depth and element type of a list, so only lists of one shape share a list column."""
+    depth, item = 1, value
+    while isinstance(item, list) and item and isinstance(item[0], list):
+        depth, item = depth + 1, item[0]
+    first = item[0] if isinstance(item, list) and item else None
+    return depth, type(first)
+
+
+def write_parquet(directory: Path) -> None:
+    """results.parquet and reps.parquet of the run in `directory`, from its results.csv and reps.csv."""
+    directory = Path(directory)
+    frame = read(directory / CSV_NAME)
+    typed(frame).to_parquet(directory / RESULTS_PARQUET, index=False)
+    read_reps(directory / REPS_NAME).to_parquet(directory / REPS_PARQUET, index=False)
+
+
+def write_environment(directory: Path, environment: dict[str, Any]) -> None:
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True) + "\n")
+
+
+def merge_environments(directories: list[Path], out: Path) -> None:
+    """The environment.json of a multirun: the jobs' one where they agree, else each job's under `jobs`."""
+    found = {d.name: json.loads((d / ENVIRONMENT).read_text()) for d in directories if (d / ENVIRONMENT).exists()}
+    if not found:
+        return
+    distinct = {json.dumps(e, sort_keys=True) for e in found.values()}
+    write_environment(out, next(iter(found.values())) if len(distinct) == 1 else {"jobs": found})
+
+
+@dataclass
+class Run:
+    """One finished run read back: its rows, its repetitions (empty for a run that kept none) and environment."""
+
+    path: Path
+    results: pd.DataFrame
+    reps: pd.DataFrame
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path.name not in ("", ".") else str(self.path)
+
+    def times(self, row_id: str) -> list[float]:
+        """The repetitions of one row, in round order (empty where none were kept)."""
+        mine = self.reps[self.reps["row_id"] == row_id]
+        return mine.sort_values("round")["time_ms"].tolist()
+
+
+def load(path: str | Path) -> Run:
+    """Read the run at `path` (a run directory, or its results.csv / results.parquet); ConfigError (one line)
+    where there is none. The CSV is read when both are there: it is what the run wrote as it went."""
+    path = Path(path)
+    directory = path.parent if path.is_file() else path
+    csv_path, parquet_path = directory / CSV_NAME, directory / RESULTS_PARQUET
+    if csv_path.exists():
+        results = read(csv_path)
+    elif parquet_path.exists():
+        results = pd.read_parquet(parquet_path)
+    else:
+        raise ConfigError(f"no run at {path}: expected a run directory holding {CSV_NAME}")
+    if "row_id" not in results:
+        results["row_id"] = ""
+    results["row_id"] = results["row_id"].fillna("").astype(str)
+    if (directory / REPS_PARQUET).exists():
+        reps = pd.read_parquet(directory / REPS_PARQUET)
+    else:
+        reps = read_reps(directory / REPS_NAME)
+    env_path = directory / ENVIRONMENT
+    environment = json.loads(env_path.read_text()) if env_path.exists() else {}
+    return Run(directory, results, reps, environment)
