@@ -1,0 +1,58 @@
+"""Options and parametrisation of the pytest-benchmark front door (`nox -s benchmark -- [pytest options]`).
+
+`--fusebench-preset` picks the size preset and `--fusebench-overrides` takes Hydra overrides as `python -m suite`
+does (space-separated, in one option). Cases are composed only when `bench_registry.py` is collected: the test
+suite (`pytest tests`) loads this file but never collects that module, so it composes nothing here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fusebench", "fusebench registry cases as benchmarks")
+    group.addoption("--fusebench-preset", default=None, help="size preset: S (default, about a minute), M, L")
+    group.addoption(
+        "--fusebench-overrides",
+        default="",
+        help="Hydra overrides as for `python -m suite`, space-separated in one option, "
+        "e.g. 'scenario=softmax dtype=float32 backends=[numba]' (default: preset S, device cpu without a GPU)",
+    )
+
+
+def _cases(config: pytest.Config) -> list:
+    from suite.core.errors import ConfigError
+    from suite.run import bench_cases
+
+    if not hasattr(config, "_fusebench_cases"):
+        try:
+            user = shlex.split(config.getoption("fusebench_overrides") or "")
+        except ValueError as exc:
+            raise pytest.UsageError(f"fusebench: error: --fusebench-overrides: {exc}") from None
+        overrides = bench_cases.front_door_overrides(config.getoption("fusebench_preset"), user)
+        cache = getattr(config, "cache", None)
+        outdir = cache.mkdir("fusebench") if cache is not None else Path(tempfile.mkdtemp(prefix="fusebench-"))
+        try:
+            config._fusebench_cases = bench_cases.cases(overrides, outdir)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"fusebench: error: {exc}") from None
+    return config._fusebench_cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "bench_case" in metafunc.fixturenames:
+        found = _cases(metafunc.config)
+        metafunc.parametrize("bench_case", found, ids=[c.id for c in found])
+
+
+@pytest.fixture(scope="session")
+def fusebench():
+    """The run-wide state every benchmark shares: CUDA stream and clock, the current case's built kernels."""
+    from suite.run.bench_cases import Bench
+
+    return Bench()
