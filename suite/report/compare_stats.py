@@ -1,0 +1,253 @@
+"""Matching two runs' rows and deciding what changed: the statistics of `python -m suite compare`, without I/O.
+
+Rows are matched on the key of one (case, implementation), `suite.core.row.KEY`; where a key repeats within a
+run (a multirun sweeping a backend option), the n-th occurrence in BASE meets the n-th in NEW. Rows on one side
+only are listed as added or removed, not treated as errors.
+
+The time ratio is NEW/BASE of the median repetition. Its 95% interval comes from a bootstrap that resamples each
+run's repetitions independently (the runs were not interleaved, so there are no pairs to keep) and takes the ratio
+of the two resampled medians. The verdict, with the threshold t (5% by default):
+
+- `slower` when the ratio is above 1+t and the whole interval lies above 1: a change a user cares about, and real;
+- `faster` when the ratio is below 1/(1+t) and the whole interval lies below 1 (symmetric on the log axis, so
+  comparing NEW with BASE calls faster exactly what comparing BASE with NEW calls slower);
+- `same` otherwise.
+
+A row of an older run that kept no repetitions has no interval: its ratio is that of the two medians in
+results.csv, its verdict comes from the band alone and says so (`no interval`).
+
+Flags beside the verdict: `broke` (ok in BASE, another status in NEW), `fixed` (the reverse), `numerics`
+(max_rel_err of NEW above 10 × max(BASE's, the dtype's machine epsilon)).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from suite.core.row import KEY
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+NUMERICS_FACTOR = 10.0
+VERDICTS = ("slower", "same", "faster")
+NO_INTERVAL = "no interval"
+"""The flag of a ratio of two medians, from a run that kept no repetitions."""
+OCCURRENCE = "occurrence"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    ratio: float
+    lo: float
+    hi: float
+    """Bootstrap interval of `ratio`; NaN where either side has no repetitions."""
+
+
+def match(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(matched, removed, added): matched rows side by side (columns suffixed `_base`, `_new`, the key and its
+    occurrence unsuffixed), the rows only BASE has, and those only NEW has."""
+    left, right = _keyed(base), _keyed(new)
+    on = [*KEY, OCCURRENCE]
+    both = left.merge(right, on=on, how="outer", suffixes=("_base", "_new"), indicator=True)
+    matched = both[both["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
+    removed = left.merge(right[on], on=on, how="left", indicator=True)
+    added = right.merge(left[on], on=on, how="left", indicator=True)
+    removed = removed[removed["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
+    added = added[added["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
+    return matched, removed, added
+
+
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their key columns as text and the occurrence number of each key, in table order."""
+    out = frame.reset_index(drop=True).copy()
+    for column in KEY:
+        out[column] = out[column].map(lambda v: "" if v is None or v != v else str(v))
+    out[OCCURRENCE] = out.groupby(list(KEY), sort=False).cumcount()
+    return out
+
+
+def ratio(base_ms: list[float] | np.ndarray, new_ms: list[float] | np.ndarray, seed: int = 0) -> Ratio:
+    """NEW/BASE of the medians with a bootstrap interval, each side resampled on its own (vectorised)."""
+    b, n = np.asarray(base_ms, dtype=float), np.asarray(new_ms, dtype=float)
+    b, n = b[np.isfinite(b) & (b > 0)], n[np.isfinite(n) & (n > 0)]
+    if len(b) == 0 or len(n) == 0:
+        raise ValueError("no repetitions to compare")
+    rng = np.random.default_rng(seed)
+    base_medians = np.median(b[rng.integers(0, len(b), size=(RESAMPLES, len(b)))], axis=1)
+    new_medians = np.median(n[rng.integers(0, len(n), size=(RESAMPLES, len(n)))], axis=1)
+    tail = (1 - CONFIDENCE) / 2
+    lo, hi = np.quantile(new_medians / base_medians, [tail, 1 - tail])
+    return Ratio(float(np.median(n) / np.median(b)), float(lo), float(hi))
+
+
+def verdict(value: float, lo: float, hi: float, threshold: float) -> str:
+    """slower / faster beyond the band of ±`threshold` (a fraction) and with the interval clear of 1; without an
+    interval (NaN), the band alone decides; same otherwise; empty where there is no ratio."""
+    if not np.isfinite(value):
+        return ""
+    interval = np.isfinite(lo) and np.isfinite(hi)
+    if value > 1 + threshold and (not interval or lo > 1):
+        return "slower"
+    if value < 1 / (1 + threshold) and (not interval or hi < 1):
+        return "faster"
+    return "same"
+
+
+def epsilon(dtype: str) -> float:
+    """Machine epsilon of a dtype by name (float32, float16…); that of float32 for a name NumPy does not know."""
+    try:
+        return float(np.finfo(np.dtype(dtype)).eps)
+    except (TypeError, ValueError):
+        return float(np.finfo(np.float32).eps)
+
+
+def status_flag(base_status: str, new_status: str) -> str:
+    if base_status == new_status:
+        return ""
+    if base_status == "ok":
+        return f"broke (ok→{new_status})"
+    if new_status == "ok":
+        return f"fixed ({base_status}→ok)"
+    return f"status {base_status}→{new_status}"
+
+
+def numerics_worse(base_err: float, new_err: float, dtype: str) -> bool:
+    """NEW's error more than ten times BASE's, or than the dtype's epsilon where BASE's is smaller."""
+    if not (np.isfinite(new_err) and np.isfinite(base_err)):
+        return False
+    return bool(new_err > NUMERICS_FACTOR * max(base_err, epsilon(dtype)))
+
+
+def compare(
+    matched: pd.DataFrame,
+    times: dict[tuple[str, str], tuple[list[float], list[float]]],
+    threshold: float,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One line per matched row: case, implementation, base_ms, new_ms, ratio, lo, hi, verdict, flags and the
+    booleans `regressed` (slower, broke or numerics) and `interval`. `times` maps (base row_id, new row_id) to
+    the two runs' repetitions; a pair missing from it (or with none kept) gets the ratio of the medians."""
+    lines = []
+    for i, row in enumerate(matched.itertuples(index=False)):
+        lines.append(_line(row._asdict(), times.get((row.row_id_base, row.row_id_new)), threshold, seed + i))
+    columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "verdict", "flags", "regressed"]
+    out = pd.DataFrame(lines, columns=[*columns, "interval", "broke", "numerics"])
+    for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
+        if column in matched:
+            out[column] = matched[column].to_numpy()
+    return out
+
+
+def _line(row: dict, reps: tuple[list[float], list[float]] | None, threshold: float, seed: int) -> dict:
+    base_ms, new_ms = _number(row.get("time_ms_base")), _number(row.get("time_ms_new"))
+    timed = bool(base_ms > 0 and new_ms > 0)  # NaN compares False: a side not timed has no ratio
+    result = Ratio(np.nan, np.nan, np.nan)
+    if timed and reps and len(reps[0]) and len(reps[1]):
+        result = ratio(reps[0], reps[1], seed)
+        base_ms, new_ms = float(np.median(reps[0])), float(np.median(reps[1]))
+    elif timed:
+        result = Ratio(new_ms / base_ms, np.nan, np.nan)
+    flags = []
+    status = status_flag(str(row.get("status_base", "")), str(row.get("status_new", "")))
+    if status:
+        flags.append(status)
+    worse = numerics_worse(_number(row.get("max_rel_err_base")), _number(row.get("max_rel_err_new")), row["dtype"])
+    if worse:
+        flags.append(f"numerics {_number(row.get('max_rel_err_base')):.2g}→{_number(row.get('max_rel_err_new')):.2g}")
+    interval = bool(np.isfinite(result.lo))
+    if np.isfinite(result.ratio) and not interval:
+        flags.append(NO_INTERVAL)
+    decided = verdict(result.ratio, result.lo, result.hi, threshold)
+    broke = status.startswith("broke")
+    return {
+        "case": case_label(row["scenario"], row["params"], row["dtype"]),
+        "implementation": implementation(row["backend"], row["device"], row["variant"], row[OCCURRENCE]),
+        "base_ms": base_ms if timed else np.nan,
+        "new_ms": new_ms if timed else np.nan,
+        "ratio": result.ratio,
+        "lo": result.lo,
+        "hi": result.hi,
+        "verdict": decided,
+        "flags": ", ".join(flags),
+        "regressed": decided == "slower" or broke or worse,
+        "interval": interval,
+        "broke": broke,
+        "numerics": worse,
+    }
+
+
+def _number(value: object) -> float:
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+    return out
+
+
+def case_label(scenario: str, params: str, dtype: str) -> str:
+    """`elementwise_chain n=65536 ops=scale,gelu float32`: the case in one short line."""
+    try:
+        values = json.loads(params) if params else {}
+    except json.JSONDecodeError:
+        values = {"params": params}
+    shown = " ".join(f"{k}={_short(v)}" for k, v in values.items())
+    return " ".join(p for p in (scenario, shown, dtype) if p)
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list):
+        return ",".join(_short(v) for v in value) if not any(isinstance(v, list) for v in value) else json.dumps(value)
+    return str(value)
+
+
+def implementation(backend: str, device: str, variant: str, occurrence: int = 0) -> str:
+    """`numba/cpu fused`, with `(2nd)`… where the key repeats within a run."""
+    label = f"{backend}/{device} {variant}"
+    return label if not occurrence else f"{label} ({_ordinal(int(occurrence) + 1)})"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def device_changes(matched: pd.DataFrame) -> list[tuple[str, str]]:
+    """Distinct (BASE, NEW) device names of matched native rows that differ: timings on two machines."""
+    if "device_name_base" not in matched or "device_name_new" not in matched:
+        return []
+    native = matched
+    if "mode_base" in matched and "mode_new" in matched:
+        native = matched[(matched["mode_base"] == "native") & (matched["mode_new"] == "native")]
+    pairs = native[["device_name_base", "device_name_new"]].fillna("").astype(str).drop_duplicates()
+    return [(b, n) for b, n in pairs.itertuples(index=False) if b != n]
+
+
+def tally(lines: pd.DataFrame, removed: int = 0, added: int = 0) -> dict[str, int]:
+    """How many lines got each verdict and flag, and how many rows one side lacks."""
+    counts = {v: int((lines["verdict"] == v).sum()) for v in VERDICTS}
+    counts["untimed"] = int((lines["verdict"] == "").sum())
+    counts["broke"] = int(lines["broke"].sum())
+    counts["fixed"] = int(lines["flags"].str.contains("fixed (", regex=False).sum())
+    counts["numerics"] = int(lines["numerics"].sum())
+    counts["removed"], counts["added"] = removed, added
+    return counts
+
+
+def tally_line(counts: dict[str, int]) -> str:
+    """`12 compared: 1 slower, 10 same, 1 faster; 1 broke; 2 added`: zero counts after the verdicts are left out."""
+    compared = sum(counts[v] for v in VERDICTS) + counts["untimed"]
+    head = f"{compared} compared: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
+    if counts["untimed"]:
+        head += f", {counts['untimed']} not timed on both sides"
+    names = {
+        "broke": "broke",
+        "fixed": "fixed",
+        "numerics": "numerics 10× worse",
+        "removed": "removed",
+        "added": "added",
+    }
+    rest = [f"{counts[k]} {name}" for k, name in names.items() if counts[k]]
+    return head + ("; " + ", ".join(rest) if rest else "")
