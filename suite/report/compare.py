@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
     base, new = store.load(args.base), store.load(args.new)
     matched, removed, added = compare_stats.match(base.results, new.results)
     if matched.empty:
-        raise ConfigError(f"no rows in common between {args.base} and {args.new}: they ran different cases "
-                          "(rows match on scenario, params, dtype, backend, device and variant)")  # fmt: skip
+        raise ConfigError(f"no rows in common between {args.base} ({_holds(base)}) and {args.new} ({_holds(new)}); "
+                          "rows match on scenario, params, dtype, backend, device and variant")  # fmt: skip
     changes = compare_stats.device_changes(matched)
     if changes and not args.allow_device_change:
         shown = "; ".join(f"'{b}' -> '{n}'" for b, n in changes)
@@ -85,6 +85,15 @@ def main(argv: list[str]) -> int:
     _print(lines, counts, title, t, out, changes)
     failed = counts["slower"] + counts["broke"] + counts["numerics"] > 0
     return 1 if args.fail_on_regression and failed else 0
+
+
+def _holds(run: store.Run) -> str:
+    """`12 rows: layernorm float32`: what a run ran, for the message when two runs share nothing."""
+    frame = run.results
+    if frame.empty:
+        return "no rows"
+    what = sorted({f"{s} {d}" for s, d in zip(frame["scenario"], frame["dtype"], strict=True)})
+    return f"{len(frame)} rows: {', '.join(what[:4])}{', …' if len(what) > 4 else ''}"
 
 
 def _name(run: store.Run) -> str:

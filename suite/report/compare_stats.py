@@ -52,8 +52,7 @@ def match(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
     occurrence unsuffixed), the rows only BASE has, and those only NEW has."""
     left, right = _keyed(base), _keyed(new)
     on = [*KEY, OCCURRENCE]
-    both = left.merge(right, on=on, how="outer", suffixes=("_base", "_new"), indicator=True)
-    matched = both[both["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
+    matched = left.merge(right, on=on, how="inner", suffixes=("_base", "_new"))  # keeps BASE's row order
     removed = left.merge(right[on], on=on, how="left", indicator=True)
     added = right.merge(left[on], on=on, how="left", indicator=True)
     removed = removed[removed["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
