@@ -38,24 +38,33 @@ from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, speedups,
 from suite.report.rival_chart import REFERENCE, rival_chart
 
 
-def make_charts(frame: pd.DataFrame, outdir: Path) -> list[Path]:
-    """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed)."""
+def make_charts(frame: pd.DataFrame, outdir: Path, label: str | None = None) -> list[Path]:
+    """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed).
+
+    `label` (a report over many runs draws one set of charts per device, revision or run) is appended to the
+    generic charts' titles, so a chart read on its own says where its rows came from."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     data = tidy(frame)
     rows, pairs = timed(data), speedups(data)
     written: list[Path] = []
+
+    def keep(figure: plt.Figure, kind: str, name: str) -> None:
+        if label and figure.get_suptitle():
+            figure.suptitle(f"{figure.get_suptitle()} — {label}", y=1.0, va="bottom", fontsize=12)
+        written.append(save(figure, outdir / chart_name(kind, name)))
+
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         for name, sub in rows.groupby("scenario"):
             colors = palette(sorted(sub["impl"].unique()))
             ratios = pairs[pairs["scenario"] == name]
-            written.append(save(time_chart(sub, colors, ratios), outdir / chart_name("time_vs_size", name)))
+            keep(time_chart(sub, colors, ratios), "time_vs_size", name)
             if sub["gbps"].notna().any():
-                written.append(save(bandwidth_chart(sub, colors), outdir / chart_name("bandwidth", name)))
+                keep(bandwidth_chart(sub, colors), "bandwidth", name)
             if not ratios.empty:
-                written.append(save(speedup_chart(ratios, colors), outdir / chart_name("speedup", name)))
+                keep(speedup_chart(ratios, colors), "speedup", name)
             if (sub["variant"] == REFERENCE).any() and (figure := rival_chart(sub, colors)) is not None:
-                written.append(save(figure, outdir / chart_name("vs_compiler", name)))
+                keep(figure, "vs_compiler", name)
         for name, sub in data.groupby("scenario"):
             written += lookup(str(name)).charts(sub, outdir)
     return written

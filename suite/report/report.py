@@ -40,15 +40,21 @@ def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
     """Write `outdir/report.md` from a results table and the charts made from it; return its path."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / "report.md"
+    path.write_text("\n\n".join(sections(frame, charts, outdir)) + "\n", encoding="utf-8")
+    return path
+
+
+def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]:
+    """The report's parts in order: header and provenance, one part per scenario, the rows not ok. Chart links
+    are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
     parts = [_header(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))
-    path = outdir / "report.md"
-    path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
-    return path
+    return parts
 
 
 def _header(data: pd.DataFrame) -> str:
