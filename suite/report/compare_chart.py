@@ -87,9 +87,14 @@ def _log_axis(ax: plt.Axes, shown: pd.DataFrame, threshold: float) -> None:
     high = min(max([high, *bounds]), high * 4) * 1.1
     ax.set_xscale("log", base=2)
     ax.set_xlim(low, high)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}×"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _times(v)))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}×") if high / low < 4 else NullFormatter())
     ax.tick_params(axis="x", which="minor", labelsize=7)
+
+
+def _times(value: float) -> str:
+    """2×, 1×, 1/4×: a ratio far below 1 reads as a fraction rather than as 0.000488×."""
+    return f"{value:.3g}×" if value >= 0.5 else f"1/{1 / value:.4g}×"
 
 
 def _legend(threshold: float) -> list:
