@@ -103,9 +103,11 @@ def merged(runs: list[Run], labels: list[str]) -> pd.DataFrame:
 
 def merge(runs: list[Run], out: Path, facet: str = "auto") -> Path:
     """One table, one set of charts per label and one report over several runs; return the report's path."""
+    out = Path(out)
+    if out.resolve() in {r.path.resolve() for r in runs}:
+        raise ConfigError(f"--out {out} is one of the runs merged; its table would be overwritten: name another")
     kind, labels = facets.choose(runs, facet)
     frame = merged(runs, labels)
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / CSV_NAME, index=False)
     typed(frame).to_parquet(out / RESULTS_PARQUET, index=False)
