@@ -135,6 +135,7 @@ def test_side_by_side_holds_both_verdicts_and_flags_where_they_differ(two_device
     assert "#### Verdict" in cpu and "charts/amd-epyc/speedup_elementwise_chain.png" in cpu
     assert "charts/nvidia-h200/speedup_elementwise_chain.png" in gpu and "amd-epyc" not in gpu
     assert "0.50×" not in cpu.split("#### Timings")[0] and "0.50×" in gpu
+    assert "comes from the rows of `results.csv` labelled NVIDIA H200: 6 rows" in gpu
 
 
 def test_same_device_different_revision_labels_by_revision(tmp_path: Path) -> None:

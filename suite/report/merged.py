@@ -30,6 +30,8 @@ from suite.run.store import RESULTS_PARQUET, Run, load, typed, write_environment
 
 SOURCE = "source_run"
 """The column of the merged table holding the directory each row was read from."""
+ROWS_CITED = "Every number below comes from `results.csv` beside this file:"
+"""How a single run's report cites its table; under a label, the rows of that label are cited instead."""
 USAGE = "python -m suite report RUN [RUN ...] [--out DIR] [--facet device|revision|run|auto]"
 
 
@@ -153,4 +155,7 @@ def _header(runs: list[Run], labels: list[str], kind: str, auto: bool) -> str:
 def _nested(label: str, parts: list[str]) -> str:
     """One label's report under a heading of its own: the single-run report's headings one level down."""
     text = "\n\n".join(parts).removeprefix("# fusebench report\n\n")
+    text = text.replace(
+        ROWS_CITED, f"Every number in this part comes from the rows of `results.csv` labelled {label}:", 1
+    )
     return f"## {label}\n\n" + re.sub(r"^(#+) ", r"#\1 ", text, flags=re.MULTILINE)
