@@ -2,8 +2,8 @@
 its timed call, the paired fusion verdict and the benchmark's `extra_info`.
 
 The pytest-benchmark front door (`tests/benchmarks/`) must run exactly what `python -m suite` would run with the
-same overrides, so the cases come from the suite's own composition (`suite.cli`), plan (`suite.run.validate`) and
-jobs (`suite.run.runner`), and each implementation goes through the suite's own stages: availability and
+same overrides, so the cases come from configs composed as the command line composes them, the suite's own plan
+(`suite.run.validate`) and jobs (`suite.run.runner`), and each implementation goes through the suite's own stages: availability and
 build-and-check (`suite.run.check`), then the suite's clocks and paired measurement (`suite.run.timing`,
 `suite.core.fusion`). Only natively run implementations are benchmarks: an interpreter's or a simulator's time is
 no time. This module knows nothing of pytest; the front door turns a `Prepared` that is not ready into a skip or
@@ -19,11 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from suite.core import fusion, targets
-from suite.core.errors import ConfigError
 from suite.core.registry import KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import SCENARIOS
@@ -43,21 +41,6 @@ def front_door_overrides(preset: str | None, user: Sequence[str]) -> list[str]:
     given = {o.split("=", 1)[0].lstrip("+~") for o in user}
     kept = [d for d in defaults if d.split("=", 1)[0] not in given or (preset and d.startswith("preset="))]
     return [*kept, *user]
-
-
-def compose_jobs(overrides: Sequence[str]) -> list[DictConfig]:
-    """Every job's config, composed as `python -m suite` composes it (a comma sweep expands into several);
-    ConfigError (one line naming the valid choices) on the first problem."""
-    from suite import cli  # registers the config schema and every family's node
-
-    configs = []
-    for job in cli._job_overrides(["-m", *cli.open_options(list(overrides))]):
-        try:
-            with initialize_config_dir(config_dir=str(cli.CONF), version_base=None):
-                configs.append(compose(config_name="config", overrides=job))
-        except Exception as exc:
-            raise ConfigError(cli._unknown_key(job) or cli._one_line(exc)) from None
-    return configs
 
 
 @dataclass(frozen=True)
@@ -89,11 +72,12 @@ def _id_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def cases(overrides: Sequence[str], outdir: Path) -> list[BenchCase]:
-    """Every (case, implementation) the overrides ask for, in the suite's order; `outdir` holds the backends'
-    compile caches (and `save_io` files)."""
+def cases(configs: Sequence[DictConfig], outdir: Path) -> list[BenchCase]:
+    """Every (case, implementation) of the composed configs (one per job of a sweep, composed as the command
+    line composes them), in the suite's order; `outdir` holds the backends' compile caches (and `save_io`
+    files). ConfigError (one line naming the valid choices) on the first problem the plan finds."""
     out = []
-    for cfg in compose_jobs(overrides):
+    for cfg in configs:
         plan = validate.plan(cfg)
         for job in runner.jobs(cfg, plan, Path(outdir), set()):
             keys = job.keys()

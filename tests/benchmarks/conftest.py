@@ -1,8 +1,8 @@
 """Options and parametrisation of the pytest-benchmark front door (`nox -s benchmark -- [pytest options]`).
 
 `--fusebench-preset` picks the size preset and `--fusebench-overrides` takes Hydra overrides as `python -m suite`
-does (space-separated, in one option). Cases are composed only when `bench_registry.py` is collected: the test
-suite (`pytest tests`) loads this file but never collects that module, so it composes nothing here.
+does (space-separated, in one option). Cases are composed only when a run names the front door: the test suite
+(`pytest tests`) loads this file while it collects but never collects `bench_registry.py`, so it composes nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def compose_jobs(overrides: list[str]) -> list:
+    """Every job's config, composed and refused as `python -m suite` composes and refuses it (a comma sweep
+    expands into several jobs, as under `-m`); ConfigError with the command line's one-line message."""
+    from hydra import compose, initialize_config_dir
+
+    from suite import cli  # registers the config schema and every family's node
+    from suite.core.errors import ConfigError
+
+    configs = []
+    for job in cli._job_overrides(["-m", *cli.open_options(overrides)]):
+        try:
+            with initialize_config_dir(config_dir=str(cli.CONF), version_base=None):
+                configs.append(compose(config_name="config", overrides=job))
+        except Exception as exc:
+            raise ConfigError(cli._unknown_key(job) or cli._one_line(exc)) from None
+    return configs
+
+
 def _cases(config: pytest.Config) -> list:
     from suite.core.errors import ConfigError
     from suite.run import bench_cases
@@ -38,10 +56,20 @@ def _cases(config: pytest.Config) -> list:
         cache = getattr(config, "cache", None)
         outdir = cache.mkdir("fusebench") if cache is not None else Path(tempfile.mkdtemp(prefix="fusebench-"))
         try:
-            config._fusebench_cases = bench_cases.cases(overrides, outdir)
+            config._fusebench_cases = bench_cases.cases(compose_jobs(overrides), outdir)
         except ConfigError as exc:
             raise pytest.UsageError(f"fusebench: error: {exc}") from None
     return config._fusebench_cases
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """Compose the cases before collection, so a bad override is a usage error (one line, pytest's exit status
+    4), not a collection error. Only called where this file is an initial conftest: a run that names the
+    front door, never `pytest tests`, which loads it during collection."""
+    here = Path(__file__).resolve().parent
+    named = [Path(arg.split("::")[0]).resolve() for arg in session.config.args]
+    if any(path == here or here in path.parents for path in named):
+        _cases(session.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
