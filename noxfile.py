@@ -1,4 +1,4 @@
-"""nox sessions: `bench` (Hydra overrides after --), `tests`, `lint`.
+"""nox sessions: `bench` (Hydra overrides after --), `tests`, `lint`, `benchmark` (pytest-benchmark options after --).
 
 `bench` installs the CUDA extra where a GPU driver answers and the CPU extra elsewhere, so the same command
 times every backend on a CUDA machine and, without one, times Numba's CPU target and checks the CUDA kernels in
@@ -36,6 +36,14 @@ def tests(session: nox.Session) -> None:
     """The test suite (no GPU needed): `nox -s tests -- -k elementwise` passes arguments to pytest."""
     session.install("-e", ".[cpu,test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def benchmark(session: nox.Session) -> None:
+    """Registry cases as pytest-benchmark benchmarks: `nox -s benchmark -- --fusebench-preset=M
+    --fusebench-overrides="scenario=softmax dtype=float32" --benchmark-autosave` passes arguments to pytest."""
+    session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'},test]")
+    session.run("pytest", "tests/benchmarks/bench_registry.py", "-p", "no:randomly", *session.posargs)
 
 
 @nox.session
