@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +32,8 @@ from suite.run.stages import Check, Ledger
 from suite.run.timing import Clock, CpuClock, CudaClock, measure_interleaved
 
 DEFAULT_PRESET = "S"
+PROBE_S = 0.05
+"""Seconds of calls that judge how many rounds fill the timing budget."""
 
 
 def front_door_overrides(preset: str | None, user: Sequence[str]) -> list[str]:
@@ -196,10 +199,15 @@ class Bench:
 
     def rounds(self, prep: Prepared) -> tuple[int, int]:
         """(rounds, warmup rounds) by the config's timing: enough rounds to fill `budget_s`, within
-        [min_reps, max_reps], judged from the fastest of three repetitions on the suite's clock."""
+        [min_reps, max_reps], judged from the fastest repetition of a short probe on the suite's clock. The
+        first calls after a build can be thousands of times slower than the kernel (a thread pool waking, a
+        neighbour's threads still spinning on a small machine), so the probe lasts PROBE_S, not a few calls."""
         assert prep.check is not None and prep.check.launcher is not None
         t, clock = prep.case.job.timing, self.clock(prep.case.key.device)
-        once_s = min(clock.time(prep.check.launcher) for _ in range(3)) * 1e-3
+        times_s, started = [], time.monotonic()
+        while len(times_s) < 3 or (time.monotonic() - started < PROBE_S and len(times_s) < t.max_reps):
+            times_s.append(clock.time(prep.check.launcher) * 1e-3)
+        once_s = min(times_s)
         wanted = math.ceil(t.budget_s / once_s) if once_s > 0 else t.max_reps
         return max(t.min_reps, min(t.max_reps, wanted)), t.warmup
 
