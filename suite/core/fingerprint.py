@@ -18,6 +18,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: in-tree backends and scenarios live under it."""
+INSTALLED = {"site-packages", "dist-packages"}
+"""Folders of installed distributions: never part of the tree, even where a virtual environment lies inside the
+repository (nox's .nox/): otherwise every import of torch or Triton would be read and hashed, for minutes."""
+
+
+def _within(path: Path, roots: tuple[Path, ...]) -> bool:
+    """Whether `path` is under one of `roots` and not inside an installed distribution below that root."""
+    return any(path.is_relative_to(r) and not INSTALLED & set(path.relative_to(r).parts) for r in roots)
 
 
 def _origin(module: str) -> str | None:
@@ -53,10 +61,10 @@ def _sources(module: str, roots: tuple[Path, ...]) -> dict[str, str]:
         if name.split(".")[0] == "suite":
             continue
         top_origin = _origin(name.split(".")[0])
-        if top_origin is None or not any(Path(top_origin).resolve().is_relative_to(r) for r in roots):
+        if top_origin is None or not _within(Path(top_origin).resolve(), roots):
             continue
         path = _origin(name)
-        if path is None or path in seen:
+        if path is None or path in seen or not _within(Path(path).resolve(), roots):
             continue
         try:
             text = Path(path).read_text(encoding="utf-8")
