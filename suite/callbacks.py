@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 class AggregateRuns(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from suite.cli import finalize
-        from suite.run import store
+        from suite.core import store
         from suite.run.results import CSV_NAME, aggregate
 
         sweep = Path(str(config.hydra.sweep.dir))

@@ -21,10 +21,9 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
-from suite.core import markdown
+from suite.core import markdown, store
 from suite.core.errors import ConfigError
 from suite.report import compare_chart, compare_stats
-from suite.run import store
 
 DEFAULT_THRESHOLD = 5.0
 KEY_PACKAGES = ("python", "torch", "triton", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "numpy")

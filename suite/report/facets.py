@@ -18,8 +18,8 @@ import re
 import pandas as pd
 
 from suite.core.markdown import details, table
+from suite.core.store import Run
 from suite.core.tidy import fmt_size, fmt_x, speedups
-from suite.run.store import Run
 
 FACET = "facet"
 """The column of the merged table holding each row's label."""

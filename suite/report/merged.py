@@ -21,12 +21,11 @@ import pandas as pd
 
 from suite.core.errors import ConfigError
 from suite.core.row import COLUMNS
+from suite.core.store import CSV_NAME, RESULTS_PARQUET, Run, load, typed, write_environment
 from suite.core.tidy import tidy
 from suite.report import facets
 from suite.report.plots import make_charts
 from suite.report.report import sections, write_report
-from suite.run.results import CSV_NAME
-from suite.run.store import RESULTS_PARQUET, Run, load, typed, write_environment
 
 SOURCE = "source_run"
 """The column of the merged table holding the directory each row was read from."""

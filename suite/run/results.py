@@ -3,7 +3,7 @@ beside it reps.csv, every timed repetition of every row (row id, variant, round,
 
 A killed run keeps every row written; `read` tolerates a last line cut short; `aggregate` merges a multirun.
 Each row is written before its repetitions, so every repetition kept belongs to a row that was written.
-The typed Parquet copies of both are made from these at the end of a run (see `suite.run.store`).
+The typed Parquet copies of both are made from these at the end of a run (see `suite.core.store`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.core.row import COLUMNS, KEY, STATUSES, Row
-
-CSV_NAME = "results.csv"
-REPS_NAME = "reps.csv"
-REPS_COLUMNS = ["row_id", "variant", "round", "time_ms"]
+from suite.core.row import COLUMNS, KEY, Row
+from suite.core.store import CSV_NAME, REPS_COLUMNS, REPS_NAME, read, read_reps
 
 
 class Table:
@@ -66,33 +63,6 @@ class Table:
         """Keys of rows already written (for resume): every status counts as finished."""
         frame = read(self.path)
         return {tuple(str(v) for v in r) for r in frame[list(KEY)].itertuples(index=False)}
-
-
-def read(path: Path) -> pd.DataFrame:
-    """Read a results.csv, tolerating a last line cut short by a killed process."""
-    path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=COLUMNS)
-    frame = pd.read_csv(
-        path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str, "row_id": str}
-    )
-    frame["reason"] = frame["reason"].fillna("")
-    return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
-
-
-def read_reps(path: Path, row_ids: set[str] | None = None) -> pd.DataFrame:
-    """Read a reps.csv (a last line cut short is dropped); with `row_ids`, only repetitions of those rows."""
-    path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(REPS_COLUMNS, ("str", "str", "int64", "float64"),
-                                                                     strict=True)})  # fmt: skip
-    frame = pd.read_csv(path, on_bad_lines="skip", dtype={"row_id": str, "variant": str})
-    frame["round"] = pd.to_numeric(frame["round"], errors="coerce")
-    frame["time_ms"] = pd.to_numeric(frame["time_ms"], errors="coerce")
-    frame = frame.dropna(subset=["round", "time_ms"])
-    if row_ids is not None:
-        frame = frame[frame["row_id"].isin(row_ids)]
-    return frame.astype({"round": "int64"}).reset_index(drop=True)
 
 
 def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:

@@ -4,7 +4,7 @@ Cases are sent to the worker one at a time; every row is appended to results.csv
 case returns. A timeout or a crashed worker turns the case into `error` rows; Ctrl-C stops the sweep but keeps
 every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
 environment.json (what the run ran on, from the worker), ceilings.json, and at the end (or on Ctrl-C) the typed
-Parquet copies of the rows and their repetitions (`suite.run.store`).
+Parquet copies of the rows and their repetitions (`suite.core.store`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from suite.core import store
 from suite.core.row import params_json
-from suite.run import assemble, progress, store
+from suite.run import assemble, progress
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read

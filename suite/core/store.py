@@ -1,7 +1,9 @@
-"""A finished run on disk, typed: results.parquet, reps.parquet, environment.json, and `load` to read one back.
+"""A run on disk: the files, how to read them (`read`, `read_reps`, `load`) and the typed copies made at the end
+(results.parquet, reps.parquet) beside environment.json. The run layer writes runs and the report layer reads
+them; both go through here.
 
-results.csv (for spreadsheets) and reps.csv are what a run appends to while it runs, so a killed run keeps its
-rows; the Parquet files are made from them at the end. In results.parquet each column has the type the row
+results.csv (for spreadsheets) and reps.csv are what a run appends to while it runs (`suite.run.results`), so a
+killed run keeps its rows; the Parquet files are made from them at the end. In results.parquet each column has the type the row
 declares (`suite.core.row.Row`) and the case's params are expanded into one typed column per axis
 (`param_<axis>`: integers, booleans, strings, lists of ops or tile sizes), so a table of many runs can be
 filtered without parsing JSON. An axis whose values differ in kind between families (a normalization `tile` is an
@@ -19,9 +21,11 @@ from typing import Any
 import pandas as pd
 
 from suite.core.errors import ConfigError
-from suite.core.row import COLUMNS, Row
-from suite.run.results import CSV_NAME, REPS_NAME, read, read_reps
+from suite.core.row import COLUMNS, STATUSES, Row
 
+CSV_NAME = "results.csv"
+REPS_NAME = "reps.csv"
+REPS_COLUMNS = ["row_id", "variant", "round", "time_ms"]
 RESULTS_PARQUET = "results.parquet"
 REPS_PARQUET = "reps.parquet"
 ENVIRONMENT = "environment.json"
@@ -88,6 +92,33 @@ def _leaf(value: list[Any]) -> tuple[int, type]:
         depth, item = depth + 1, item[0]
     first = item[0] if isinstance(item, list) and item else None
     return depth, type(first)
+
+
+def read(path: Path) -> pd.DataFrame:
+    """Read a results.csv, tolerating a last line cut short by a killed process."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.read_csv(
+        path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str, "row_id": str}
+    )
+    frame["reason"] = frame["reason"].fillna("")
+    return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
+
+
+def read_reps(path: Path, row_ids: set[str] | None = None) -> pd.DataFrame:
+    """Read a reps.csv (a last line cut short is dropped); with `row_ids`, only repetitions of those rows."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(REPS_COLUMNS, ("str", "str", "int64", "float64"),
+                                                                     strict=True)})  # fmt: skip
+    frame = pd.read_csv(path, on_bad_lines="skip", dtype={"row_id": str, "variant": str})
+    frame["round"] = pd.to_numeric(frame["round"], errors="coerce")
+    frame["time_ms"] = pd.to_numeric(frame["time_ms"], errors="coerce")
+    frame = frame.dropna(subset=["round", "time_ms"])
+    if row_ids is not None:
+        frame = frame[frame["row_id"].isin(row_ids)]
+    return frame.astype({"round": "int64"}).reset_index(drop=True)
 
 
 def write_parquet(directory: Path) -> None:
