@@ -10,12 +10,16 @@ import os
 import tempfile
 from pathlib import Path
 
-import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from suite.core.threads import quiet_thread_pools
 
-from suite.core.targets import configure_emulation
-from suite.gpu import resources
+quiet_thread_pools()  # before NumPy loads OpenBLAS, as `python -m suite` does: the front door times too
+
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from suite.core.targets import configure_emulation  # noqa: E402
+from suite.gpu import resources  # noqa: E402
 
 configure_emulation(True)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fusebench-inductor-"))
