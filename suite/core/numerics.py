@@ -11,24 +11,36 @@ from __future__ import annotations
 import numpy as np
 
 FLOOR = 1e-3
+CHUNK = 1 << 14
+"""Elements judged at a time: the float64 temporaries of a chunk stay in cache, so judging a 2^25-element output
+costs a few passes over it instead of a dozen full-size arrays through memory (3-4× faster here)."""
 
 
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     """Max elementwise relative error of `out` against `ref` (both brought to float64)."""
-    out64 = np.asarray(out, dtype=np.float64)
-    ref64 = np.asarray(ref, dtype=np.float64)
-    if out64.shape != ref64.shape:
-        raise ValueError(f"output shape {out64.shape} != reference shape {ref64.shape}")
-    if out64.size == 0:
+    out, ref = np.asarray(out), np.asarray(ref)
+    if out.shape != ref.shape:
+        raise ValueError(f"output shape {out.shape} != reference shape {ref.shape}")
+    if out.size == 0:
         return 0.0
-    scale = float(np.max(np.abs(ref64[np.isfinite(ref64)]), initial=0.0))
+    flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+    scale = max((_scale(flat_ref[i : i + CHUNK]) for i in range(0, flat_ref.size, CHUNK)), default=0.0)
     tiny = float(np.finfo(out.dtype).tiny) if np.issubdtype(out.dtype, np.floating) else 0.0
     floor = max(FLOOR * scale, tiny, np.finfo(np.float64).tiny)
-    err = np.abs(out64 - ref64) / np.maximum(np.abs(ref64), floor)
-    bad = ~np.isfinite(out64) & np.isfinite(ref64)
-    if bad.any():
-        return float("inf")
-    return float(np.max(np.where(np.isfinite(err), err, 0.0)))
+    worst = 0.0
+    for i in range(0, flat_out.size, CHUNK):
+        out64 = flat_out[i : i + CHUNK].astype(np.float64)
+        ref64 = flat_ref[i : i + CHUNK].astype(np.float64)
+        if (~np.isfinite(out64) & np.isfinite(ref64)).any():
+            return float("inf")
+        err = np.abs(out64 - ref64) / np.maximum(np.abs(ref64), floor)
+        worst = max(worst, float(np.max(np.where(np.isfinite(err), err, 0.0))))
+    return worst
+
+
+def _scale(ref: np.ndarray) -> float:
+    ref64 = np.abs(ref.astype(np.float64))
+    return float(np.max(ref64[np.isfinite(ref64)], initial=0.0))
 
 
 def unwritten(out: np.ndarray) -> int:
