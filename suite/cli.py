@@ -25,6 +25,9 @@ from suite.run.config import register_configs
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
+TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_attention,tour_matmul"]
+"""What `python -m suite` (and `nox -s bench`) runs when given no arguments: every family at sizes that show the
+effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 8 minutes on 2 CPU cores."""
 
 register_configs()
 scenarios.register_configs()  # each family's node, scenario/base_<name>: its YAML file starts from it
@@ -66,8 +69,9 @@ def precheck(args: list[str], keep: bool = False) -> None:
     each job's run takes the plan made here instead of planning again."""
     from hydra import compose, initialize_config_dir
 
-    from suite.run import validate
+    from suite.run import progress, validate
 
+    counts = []
     for overrides in _job_overrides(open_options(args)):
         try:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
@@ -75,8 +79,10 @@ def precheck(args: list[str], keep: bool = False) -> None:
         except Exception as exc:
             raise ConfigError(_unknown_key(overrides) or _one_line(exc)) from None
         p = validate.plan(cfg)
+        counts.append(len(p.cases) * len(p.dtypes))
         if keep:
             validate.keep(cfg, p)
+    progress.plan_sweep(counts)
 
 
 def _unknown_key(overrides: list[str]) -> str | None:
@@ -119,7 +125,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     run_id = f"{Path(str(hydra_cfg.sweep.dir)).name}/{hydra_cfg.job.num}" if multirun else outdir.name
     interrupted = False
     try:
-        frame = run(cfg, outdir, run_id=run_id)
+        frame = run(cfg, outdir, run_id=run_id, job=hydra_cfg.job.num if multirun else None)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -189,7 +195,7 @@ def _over_runs(command: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = open_options(sys.argv[1:] if argv is None else argv)
+    args = open_options(sys.argv[1:] if argv is None else argv) or list(TOUR)
     if args[:1] == ["list"]:
         list_kernels()
         return

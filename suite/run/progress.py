@@ -1,14 +1,22 @@
-"""What the user sees while a sweep runs (a rich progress bar) and after it (a summary table)."""
+"""What the user sees while a sweep runs (a rich progress bar with the time left) and after it (a summary table).
+
+A multirun runs its jobs one after another in this process; the command line plans them all first and records
+how many cases each has (`Sweep`), so every job's bar counts the cases of the whole sweep, names the job, and
+estimates the time left from the sweep's own pace so far (cases done since it started).
+"""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from suite.core.row import Row
 from suite.run.job import Job
@@ -16,13 +24,65 @@ from suite.run.job import Job
 console = Console(stderr=True)
 
 
+@dataclass
+class Sweep:
+    """The cases of every job of the sweep, in job order, and when the sweep started."""
+
+    cases: list[int] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def before(self, job: int) -> int:
+        return sum(self.cases[:job])
+
+    @property
+    def total(self) -> int:
+        return sum(self.cases)
+
+
+SWEEP = Sweep()
+"""Set by the command line once it has planned every job; a run outside it (a test) is a sweep of one job."""
+
+
+def plan_sweep(cases: list[int]) -> None:
+    global SWEEP
+    SWEEP = Sweep(list(cases))
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+class SweepTime(ProgressColumn):
+    """Time since the sweep started, and the time left at the pace of the cases done so far."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        super().__init__()
+        self.sweep = sweep
+
+    def render(self, task: Task) -> Text:
+        elapsed = time.monotonic() - self.sweep.started
+        done = int(task.completed)
+        if done == 0 or task.total is None:
+            return Text(f"{_clock(elapsed)} elapsed", style="progress.elapsed")
+        left = elapsed / done * (task.total - done)
+        return Text(f"{_clock(elapsed)} elapsed, about {_clock(left)} left", style="progress.remaining")
+
+
 class Bar:
-    def __init__(self, total: int, enabled: bool = True) -> None:
+    def __init__(self, total: int, enabled: bool = True, job: int | None = None) -> None:
+        """`total` cases in this run; where the run is job `job` of the planned sweep, the bar counts the
+        sweep's cases, those of the jobs before it already done."""
+        sweep = SWEEP if job is not None and job < len(SWEEP.cases) and SWEEP.cases[job] == total else None
+        sweep = sweep or Sweep([total])
+        done_before = sweep.before(job) if job is not None and len(sweep.cases) > 1 else 0
+        self.prefix = f"job {job + 1}/{len(sweep.cases)} " if len(sweep.cases) > 1 and job is not None else ""
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[tally]}"), console=console, disable=not enabled, transient=False,
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            SweepTime(sweep), TextColumn("{task.fields[tally]}"), console=console,
+            disable=not enabled, transient=False,
         )  # fmt: skip
-        self.task = self.progress.add_task("cases", total=total, tally="")
+        self.task = self.progress.add_task("cases", total=sweep.total, completed=done_before, tally="")
         self.tally: Counter[str] = Counter()
 
     def __enter__(self) -> Bar:
@@ -34,7 +94,7 @@ class Bar:
 
     def start(self, job: Job) -> None:
         shape = ", ".join(f"{k}={v}" for k, v in job.params.items())
-        self.progress.update(self.task, description=f"{job.scenario} {shape} {job.dtype}"[:70])
+        self.progress.update(self.task, description=f"{self.prefix}{job.scenario} {shape} {job.dtype}"[:70])
 
     def advance(self, rows: list[Row]) -> None:
         self.tally.update(r.status for r in rows)

@@ -56,9 +56,11 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
     return out
 
 
-def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "") -> pd.DataFrame:
+def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "", job: int | None = None
+        ) -> pd.DataFrame:  # fmt: skip
     """Validate (or take the plan the command line made), run every case, append rows as they come; return the
-    run's whole table. `run_id` (default: the directory's name) is recorded in every row and starts its row id."""
+    run's whole table. `run_id` (default: the directory's name) is recorded in every row and starts its row id;
+    `job` is the run's number in a multirun (its progress counts the whole sweep's cases)."""
     p = planned(cfg)
     outdir = Path(outdir)
     run_id = run_id or outdir.name
@@ -72,7 +74,7 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
     )
     store.write_environment(outdir, worker.info["environment"])
     try:
-        with progress.Bar(len(todo), enabled=show_progress) as bar:
+        with progress.Bar(len(todo), enabled=show_progress, job=job) as bar:
             for job in todo:
                 bar.start(job)
                 try:
