@@ -46,7 +46,7 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
             check.save_io(key, built, job, data)
             stages = Stages(stages.availability, stages.ledger, built, resources)
         found[key] = stages
-    found = measure.peers(found)
+    found = measure.peers(found, case.seed)
     notify(None)
     found = measure.timed(found, job, cuda_clock)
     found = measure.rated(found, ceilings)

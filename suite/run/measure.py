@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from suite.core import fusion, numerics
 from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
@@ -21,16 +23,35 @@ from suite.run.timing import CpuClock, CudaClock, measure_interleaved
 Found = dict[KernelKey, Stages]
 
 
-def peers(found: Found) -> Found:
+PEER_SAMPLE = 1 << 20
+"""Elements of each output the peers compare, beyond which they compare a seeded sample (every element having
+passed the float64 reference already): k outputs make k·(k-1) comparisons, which on 2^26-element outputs took
+longer than timing them."""
+
+
+def _sample(out: np.ndarray, seed: int) -> np.ndarray:
+    """`out` itself, or where larger than PEER_SAMPLE its elements at seeded positions (the same for every
+    output of that size), the first and the last among them."""
+    if out.size <= PEER_SAMPLE:
+        return out
+    picks = np.random.default_rng(seed).integers(0, out.size, PEER_SAMPLE)
+    return out.reshape(-1)[np.unique(np.concatenate([[0, out.size - 1], picks]))]
+
+
+def peers(found: Found, seed: int = 0) -> Found:
     """Largest relative difference of each correct output from the other correct outputs of the same params.
 
     Both sides passed the reference check, so a difference beyond twice the tolerance means they disagree
-    where the reference cannot arbitrate (for instance, both wrong in different ways within the floor).
+    where the reference cannot arbitrate (for instance, both wrong in different ways within the floor). Outputs
+    larger than PEER_SAMPLE are compared on the same seeded sample of elements, the first and last included.
     """
     good = {k: s.check for k, s in found.items() if s.ok and s.check is not None and s.check.out is not None}
+    views = {k: _sample(np.asarray(c.out), seed) for k, c in good.items()}
     out = dict(found)
     for k, a in good.items():
-        errs = [numerics.rel_err(a.out, b.out) for j, b in good.items() if j != k and a.run_params == b.run_params]
+        errs = [
+            numerics.rel_err(views[k], views[j]) for j, b in good.items() if j != k and a.run_params == b.run_params
+        ]
         worst = max(errs) if errs else None
         peer = Peer(worst)
         if worst is not None and a.tolerance and worst > 2 * a.tolerance:
