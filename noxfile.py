@@ -26,7 +26,8 @@ def _has_gpu() -> bool:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmark sweep: `nox -s bench -- scenario=elementwise_chain dtype=float16 device=cpu`."""
+    """Run the benchmark sweep. No arguments: every family at sizes that show the effect, one table and one
+    report (`suite.cli.TOUR`); or Hydra overrides: `nox -s bench -- scenario=softmax dtype=float16 device=cpu`."""
     session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'}]")
     session.run("python", "-m", "suite", *session.posargs)
 
