@@ -15,7 +15,7 @@ from types import TracebackType
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from suite.core.row import Row
@@ -56,8 +56,8 @@ def _clock(seconds: float) -> str:
 class SweepTime(ProgressColumn):
     """Time since the sweep started, and the time left at the pace of the cases done so far."""
 
-    def __init__(self, sweep: Sweep) -> None:
-        super().__init__()
+    def __init__(self, sweep: Sweep, table_column: Column | None = None) -> None:
+        super().__init__(table_column)
         self.sweep = sweep
 
     def render(self, task: Task) -> Text:
@@ -78,9 +78,10 @@ class Bar:
         done_before = sweep.before(job) if job is not None and len(sweep.cases) > 1 else 0
         self.prefix = f"job {job + 1}/{len(sweep.cases)} " if len(sweep.cases) > 1 and job is not None else ""
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            SweepTime(sweep), TextColumn("{task.fields[tally]}"), console=console,
-            disable=not enabled, transient=False,
+            TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=3)),
+            BarColumn(bar_width=20), MofNCompleteColumn(), SweepTime(sweep, table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[tally]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            console=console, disable=not enabled, transient=False, expand=True,
         )  # fmt: skip
         self.task = self.progress.add_task("cases", total=sweep.total, completed=done_before, tally="")
         self.tally: Counter[str] = Counter()
