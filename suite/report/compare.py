@@ -148,7 +148,11 @@ def _print(lines: pd.DataFrame, counts: dict, title: str, t: float, out: Path, c
     table = Table(title=f"fusebench compare: {title}", caption=escape(footer(t)), caption_justify="left")
     for column in HEAD:
         table.add_column(escape(column), overflow="fold", justify="right" if column.endswith("ms") else "left")
+    quiet = 0
     for line in lines.itertuples(index=False):
+        if not line.verdict and not line.flags:  # timed on neither side, nothing changed: compare.md lists it
+            quiet += 1
+            continue
         table.add_row(*map(escape, _cells(line)), style="bold red" if line.regressed else style.get(line.verdict, ""))
     console = Console()
     if not console.is_terminal:  # a CI log: wide lines rather than every case folded over six
@@ -157,6 +161,10 @@ def _print(lines: pd.DataFrame, counts: dict, title: str, t: float, out: Path, c
     if changes:
         console.print("devices differ (--allow-device-change): " + "; ".join(f"{b} -> {n}" for b, n in changes))
     console.print(compare_stats.tally_line(counts))
+    if quiet:
+        console.print(
+            f"{quiet} rows not timed on both sides and unchanged are left out here; compare.md lists every row"
+        )
     console.print(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
 
 
