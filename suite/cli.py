@@ -64,20 +64,28 @@ def open_options(args: list[str]) -> list[str]:
     return [f"++{a}" if a.startswith("backend_options.") else a for a in args]
 
 
-def precheck(args: list[str], keep: bool = False) -> None:
-    """Compose and plan every job's config; raise ConfigError (one line) on the first problem. With `keep`,
-    each job's run takes the plan made here instead of planning again."""
+def compose_jobs(args: list[str]) -> list[DictConfig]:
+    """The config of every job the command would run (under `-m` a sweep expands to several), composed as Hydra
+    will compose it; ConfigError (one line, naming the valid choices) on the first that cannot be."""
     from hydra import compose, initialize_config_dir
 
-    from suite.run import progress, validate
-
-    counts = []
+    configs = []
     for overrides in _job_overrides(open_options(args)):
         try:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
-                cfg = compose(config_name="config", overrides=overrides)
+                configs.append(compose(config_name="config", overrides=overrides))
         except Exception as exc:
             raise ConfigError(_unknown_key(overrides) or _one_line(exc)) from None
+    return configs
+
+
+def precheck(args: list[str], keep: bool = False) -> None:
+    """Compose and plan every job's config; raise ConfigError (one line) on the first problem. With `keep`,
+    each job's run takes the plan made here instead of planning again."""
+    from suite.run import progress, validate
+
+    counts = []
+    for cfg in compose_jobs(args):
         p = validate.plan(cfg)
         counts.append(len(p.cases) * len(p.dtypes))
         if keep:

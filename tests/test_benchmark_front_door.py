@@ -3,7 +3,8 @@
 Two runs in subprocesses: the first writes `--benchmark-json` and autosaves, the second compares with the saved
 run and may fail on a slowdown; the test asserts one benchmark per implementation the suite plans (no more, no
 less), each with its case, ledger, numerics and, for the fused kernel, the paired fusion verdict. No time is
-asserted: a generous compare-fail threshold only proves the comparison runs and exits cleanly.
+asserted: a generous compare-fail threshold on the fastest round only proves the comparison runs and exits
+cleanly.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def test_json_autosave_and_compare(tmp_path):
     assert 0 < fused["speedup_lo"] <= fused["speedup_hi"] and fused["speedup"] > 0
     assert fused["predicted"] == 2.0  # one intermediate of the two-op chain removed: half the bytes
 
-    compared = _front_door(tmp_path, "--benchmark-compare", "--benchmark-compare-fail=median:1000%")
+    # the fastest round, not the median: a microsecond kernel's median on a shared host can be a scheduler tick
+    compared = _front_door(tmp_path, "--benchmark-compare", "--benchmark-compare-fail=min:5000%")
     assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
     assert "0001" in compared.stdout  # the autosaved run it compared against is in the table

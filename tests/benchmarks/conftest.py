@@ -25,25 +25,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def compose_jobs(overrides: list[str]) -> list:
-    """Every job's config, composed and refused as `python -m suite` composes and refuses it (a comma sweep
-    expands into several jobs, as under `-m`); ConfigError with the command line's one-line message."""
-    from hydra import compose, initialize_config_dir
-
-    from suite import cli  # registers the config schema and every family's node
-    from suite.core.errors import ConfigError
-
-    configs = []
-    for job in cli._job_overrides(["-m", *cli.open_options(overrides)]):
-        try:
-            with initialize_config_dir(config_dir=str(cli.CONF), version_base=None):
-                configs.append(compose(config_name="config", overrides=job))
-        except Exception as exc:
-            raise ConfigError(cli._unknown_key(job) or cli._one_line(exc)) from None
-    return configs
-
-
 def _cases(config: pytest.Config) -> list:
+    from suite import cli  # registers the config schema and every family's node
     from suite.core.errors import ConfigError
     from suite.run import bench_cases
 
@@ -56,7 +39,7 @@ def _cases(config: pytest.Config) -> list:
         cache = getattr(config, "cache", None)
         outdir = cache.mkdir("fusebench") if cache is not None else Path(tempfile.mkdtemp(prefix="fusebench-"))
         try:
-            config._fusebench_cases = bench_cases.cases(compose_jobs(overrides), outdir)
+            config._fusebench_cases = bench_cases.cases(cli.compose_jobs(["-m", *overrides]), outdir)
         except ConfigError as exc:
             raise pytest.UsageError(f"fusebench: error: {exc}") from None
     return config._fusebench_cases
