@@ -30,6 +30,7 @@ from suite.run import check, runner, validate
 from suite.run.job import Job, case_seed
 from suite.run.stages import Check, Ledger
 from suite.run.timing import Clock, CpuClock, CudaClock, measure_interleaved
+from suite.run.worker import share_cuda_stream
 
 DEFAULT_PRESET = "S"
 PROBE_S = 0.05
@@ -117,11 +118,7 @@ class Bench:
         validate.discover()
         self.gpu = targets.cuda_device_count() > 0
         if self.gpu:
-            from suite.gpu import driver as cuda_driver
-
-            for target in targets.TARGETS.values():
-                if target.device == "cuda":
-                    target.stream = cuda_driver.shared_stream()
+            share_cuda_stream()
         self._cuda_clock: CudaClock | None = None
         self._cpu_clocks: dict[bool, CpuClock] = {}
         self._job: Job | None = None
@@ -188,14 +185,7 @@ class Bench:
                 sync(stream)
 
             return launch_synced, flush_l2
-        buffer = clock.flush_buffer
-        if buffer is None:
-            return launch, None
-
-        def flush_llc() -> None:
-            buffer.__iadd__(1.0)  # reads and writes every line, as CpuClock does
-
-        return launch, flush_llc
+        return launch, clock.flush if clock.flush_buffer is not None else None
 
     def rounds(self, prep: Prepared) -> tuple[int, int]:
         """(rounds, warmup rounds) by the config's timing: enough rounds to fill `budget_s`, within

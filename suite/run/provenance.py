@@ -49,25 +49,24 @@ def git_rev() -> str:
     return f"{rev}-dirty" if rev and dirty else rev
 
 
-def cpu_name() -> str:
+def _cpuinfo(*fields: str) -> str | None:
+    """The value of the first /proc/cpuinfo line starting with one of `fields` (None where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(fields):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_name() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def cpu_flags() -> list[str]:
     """The instruction-set flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return sorted(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return []
+    return sorted((_cpuinfo("flags", "Features") or "").split())
 
 
 def threads() -> dict[str, int | None]:

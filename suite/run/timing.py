@@ -51,9 +51,14 @@ class CpuClock:
     def __init__(self, cold_cache: bool = False) -> None:
         self.flush_buffer = np.zeros(2 * last_level_cache_bytes() // 8) if cold_cache else None
 
+    def flush(self) -> None:
+        """Read and write every line of a buffer twice the last-level cache: evicts the kernel's data."""
+        assert self.flush_buffer is not None
+        self.flush_buffer += 1.0
+
     def time(self, launch: Launcher) -> float:
         if self.flush_buffer is not None:
-            self.flush_buffer += 1.0  # reads and writes every line: evicts the kernel's data from every level
+            self.flush()
         start = time.perf_counter_ns()
         launch()
         return (time.perf_counter_ns() - start) / 1e6

@@ -32,6 +32,15 @@ class Settings:
     ceilings: dict[str, ceiling.Ceiling] | None = None
 
 
+def share_cuda_stream() -> None:
+    """Point every CUDA target at the one stream all backends launch on and the timer records events on."""
+    from suite.gpu import driver as cuda_driver
+
+    for target in targets.TARGETS.values():
+        if target.device == "cuda":
+            target.stream = cuda_driver.shared_stream()
+
+
 class Session:
     """Run-wide state: device names, provenance, ceilings; `run(job)` turns one case into its rows, each made
     whole by `suite.run.assemble` (device name, provenance and run id included)."""
@@ -47,9 +56,7 @@ class Session:
             from suite.gpu import driver as cuda_driver
 
             self.device_names["cuda"] = cuda_driver.device_name()
-            for target in targets.TARGETS.values():
-                if target.device == "cuda":
-                    target.stream = cuda_driver.shared_stream()
+            share_cuda_stream()
         self.ceilings = settings.ceilings or self._measure_ceilings(settings.devices)
         self.versions, self.git_rev = provenance.versions(), provenance.git_rev()
         self.environment = provenance.environment(self.gpu)
