@@ -7,6 +7,7 @@ here, and any problem is printed as one line with exit status 2, never as a trac
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -14,23 +15,44 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
+from suite.run import placement
 from suite.run.config import register_configs
+from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-MULTIRUN_FLAGS = ("-m", "--multirun")
 TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_attention,tour_matmul"]
 """What `python -m suite` (and `nox -s bench`) runs when given no arguments: every family at sizes that show the
 effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 8 minutes on 2 CPU cores."""
 
+LAUNCHERS = {
+    "pool": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", "pool"),
+    "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", "slurm"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", "slurm"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", "slurm"),
+}
+"""`hydra/launcher=<name>` -> (the plugin it needs, its distribution, the fusebench extra that installs it)."""
+
 register_configs()
+OmegaConf.register_new_resolver("fusebench_gpus", lambda: max(1, len(placement.visible_gpus())), replace=True)
+"""`${fusebench_gpus:}`: how many jobs the pool launcher runs at once, one per visible GPU (1 without one)."""
 scenarios.register_configs()  # each family's node, scenario/base_<name>: its YAML file starts from it
+
+
+def launcher_problem(args: list[str]) -> str | None:
+    """A `hydra/launcher=` whose plugin is not installed, as one line naming the extra that installs it."""
+    for arg in args:
+        if arg.startswith("hydra/launcher="):
+            name = arg.split("=", 1)[1]
+            module, dist, extra = LAUNCHERS.get(name, (None, "", ""))
+            if module is not None and importlib.util.find_spec(module) is None:
+                return f"hydra/launcher={name} needs {dist}: pip install -e '.[{extra}]'"
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -46,18 +68,6 @@ def _one_line(exc: BaseException) -> str:
     return re.sub(r" ?Set the environment variable HYDRA_FULL_ERROR=1.*$", "", text)
 
 
-def _job_overrides(args: list[str]) -> list[list[str]]:
-    """The override list of every job the command would run (a sweep expands to several)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra")]
-    if not any(a in MULTIRUN_FLAGS for a in args):
-        return [overrides]
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
-
-
 def open_options(args: list[str]) -> list[str]:
     """`backend_options.<backend>.<option>=v` sets an option whether or not the config lists it already: each
     backend's schema, not the config's defaults, says which options exist (and is checked before any work)."""
@@ -70,7 +80,7 @@ def compose_jobs(args: list[str]) -> list[DictConfig]:
     from hydra import compose, initialize_config_dir
 
     configs = []
-    for overrides in _job_overrides(open_options(args)):
+    for overrides in job_overrides(open_options(args)):
         try:
             with initialize_config_dir(config_dir=str(CONF), version_base=None):
                 configs.append(compose(config_name="config", overrides=overrides))
@@ -107,33 +117,21 @@ def _unknown_key(overrides: list[str]) -> str | None:
     return None
 
 
-def finalize(frame: pd.DataFrame, outdir: Path) -> None:
-    """Charts, report and the `latest` link for a finished (or interrupted) run or sweep."""
-    from suite.report import plots, report
-    from suite.run import progress
-
-    charts = plots.make_charts(frame, outdir / "charts")
-    report.write_report(frame, charts, outdir)
-    if outdir.parent.name == "results":
-        latest = outdir.parent / "latest"
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(outdir.name, target_is_directory=True)
-    progress.summary(frame, str(outdir))
-
-
 @hydra.main(version_base=None, config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     from suite.run import results
     from suite.run.runner import run
 
     hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        from suite.sweep_job import run_job
+
+        run_job(cfg, hydra_cfg)
+        return
     outdir = Path(hydra_cfg.runtime.output_dir)
-    multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    run_id = f"{Path(str(hydra_cfg.sweep.dir)).name}/{hydra_cfg.job.num}" if multirun else outdir.name
     interrupted = False
     try:
-        frame = run(cfg, outdir, run_id=run_id, job=hydra_cfg.job.num if multirun else None)
+        frame = run(cfg, outdir, run_id=outdir.name)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -141,8 +139,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         interrupted = True
         frame = results.read(outdir / results.CSV_NAME)
         print(f"\ninterrupted: {len(frame)} rows kept in {outdir}; rerun with resume=true", file=sys.stderr)
-    if not multirun:
-        finalize(frame, outdir)
+    finalize(frame, outdir)
     if interrupted:
         sys.exit(130)
 
@@ -211,10 +208,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_over_runs(args[0], args[1:]))
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
         try:
+            problem = launcher_problem(args)
+            if problem:
+                raise ConfigError(problem)
             precheck(args, keep=True)
         except ConfigError as exc:
             print(f"fusebench: error: {exc}", file=sys.stderr)
             sys.exit(2)
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     sys.argv = [sys.argv[0], *args]
-    _hydra_main()
+    from suite.callbacks import merge_unfinished
+
+    try:
+        _hydra_main()
+    finally:  # a job failed or was killed: Hydra skipped the multirun's end, the rows that ran are merged here
+        merge_unfinished()

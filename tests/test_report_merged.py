@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.cli import finalize
 from suite.cli import main as cli_main
 from suite.core.row import COLUMNS, Row, params_json
 from suite.report import facets, merged
 from suite.run.results import read
+from suite.sweep import finalize
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [2**16, 2**18, 2**20]

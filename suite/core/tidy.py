@@ -200,7 +200,10 @@ def verdict(speedup: float) -> str:
 
 
 def fmt_size(n: float) -> str:
-    """Sizes as people read them: powers of two from 2¹⁰ as 2²⁰, others with thousands separators."""
+    """Sizes as people read them: powers of two from 2¹⁰ as 2²⁰, others with thousands separators; `?` for a
+    row that never learnt its size (a job that died before its case started)."""
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return "?"
     n = int(n)
     if n >= 1024 and n & (n - 1) == 0:
         return "2" + str(n.bit_length() - 1).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))

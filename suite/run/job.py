@@ -87,4 +87,6 @@ class Case:
 
     @classmethod
     def lost(cls, job: Job) -> Case:
-        return cls(job.scenario, job.params, job.dtype, run_id=job.run_id)
+        scn = SCENARIOS.get(job.scenario)
+        size = scn.size(job.params) if scn is not None else None
+        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id)

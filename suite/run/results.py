@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -65,10 +66,12 @@ class Table:
         return {tuple(str(v) for v in r) for r in frame[list(KEY)].itertuples(index=False)}
 
 
-def aggregate(paths: list[Path], out: Path) -> pd.DataFrame:
-    """Concatenate several runs' tables (a multirun's jobs) into one results.csv at `out`, and their
-    repetitions into one reps.csv beside it."""
+def aggregate(paths: list[Path], out: Path, extra: Sequence[Row] = ()) -> pd.DataFrame:
+    """Concatenate several runs' tables (a multirun's jobs) and the `extra` rows (the failure rows of jobs that
+    did not finish) into one results.csv at `out`, and their repetitions into one reps.csv beside it."""
     frames = [read(p) for p in paths]
+    if extra:
+        frames.append(pd.DataFrame([r.as_record() for r in extra], columns=COLUMNS))
     frame = (
         pd.concat([f for f in frames if not f.empty], ignore_index=True)
         if any(not f.empty for f in frames)

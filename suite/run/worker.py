@@ -107,6 +107,10 @@ class Worker:
         self._start()
 
     def _start(self) -> None:
+        if mp.get_start_method(allow_none=True) not in (None, "fork", "spawn", "forkserver"):
+            # a joblib (loky) worker names its own start method, which a spawned child cannot find: the pool
+            # launcher runs jobs there
+            mp.set_start_method("spawn", force=True)
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, self.settings), daemon=True)

@@ -1,0 +1,148 @@
+"""A sweep's jobs brought back together: whichever launcher ran them (Hydra's serial one, a local pool, SLURM), the
+rows of every job merged into one table, one set of charts and one report at the top of the sweep directory.
+
+A job that did not finish (killed, out of memory, past its time limit, never started) keeps the rows it wrote,
+and each case it did not get to becomes an `error` row naming the job and how it ended (`suite.run.jobstate`),
+so the merged table says what is missing and why. `resume=true` with the same sweep arguments and
+`hydra.sweep.dir` skips the finished jobs and completes the others. Where the jobs timed on different devices
+(a SLURM sweep over partitions with different GPUs), the report labels every row with its device and sets the
+verdicts side by side, as `python -m suite report` does for separate runs: no verdict pairs rows of two devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from suite.core import store
+from suite.core.row import COLUMNS, KEY, Row
+from suite.run import jobstate
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+NOT_JOB_OVERRIDES = ("resume=", "+resume=", "++resume=")
+"""Overrides that say how to run a job, not which job it is: resuming a sweep adds `resume=true`."""
+
+
+def job_overrides(args: list[str]) -> list[list[str]]:
+    """The override list of every job the command would run, in Hydra's job order (a sweep expands to several)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra")]
+    if not any(a in MULTIRUN_FLAGS for a in args):
+        return [overrides]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+
+
+def identity(overrides: list[str]) -> list[str]:
+    """A job's overrides without those that only say how to run it (its identity across a resume)."""
+    return [o for o in overrides if not o.startswith(NOT_JOB_OVERRIDES)]
+
+
+def finalize(frame: pd.DataFrame, outdir: Path, runs: list[store.Run] | None = None) -> None:
+    """Charts, report and the `latest` link for a finished (or interrupted) run or sweep. With `runs` that timed
+    on different devices, one report over them with the device as the facet (suite.report.merged)."""
+    from suite.report import facets, merged, plots, report
+    from suite.run import progress
+
+    if runs and len(runs) > 1 and facets.choose(runs, "auto")[0] == "device":
+        merged.merge(runs, outdir, "device")
+    else:
+        report.write_report(frame, plots.make_charts(frame, outdir / "charts"), outdir)
+    if outdir.parent.name == "results":
+        latest = outdir.parent / "latest"
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(outdir.name, target_is_directory=True)
+    progress.summary(frame, str(outdir))
+
+
+def job_dirs(sweep: Path) -> dict[int, Path]:
+    """Job number -> directory, for every job directory of the sweep (named by job.json, else by its number)."""
+    found: dict[int, Path] = {}
+    for path in sorted(p for p in Path(sweep).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        state = jobstate.read(path)
+        if state is not None and isinstance(state.get("job"), int):
+            found[state["job"]] = path
+        elif path.name.isdigit() and (path / store.CSV_NAME).exists():
+            found.setdefault(int(path.name), path)
+    return found
+
+
+def merge(sweep: Path, task_overrides: list[str], say: Any = print) -> pd.DataFrame:
+    """Merge every job of the sweep launched with `task_overrides` into `sweep`; say which jobs did not finish
+    and how to complete them. Return the merged table."""
+    from suite.run.results import aggregate
+
+    sweep = Path(sweep)
+    expected = [identity(o) for o in job_overrides(["-m", *task_overrides])]
+    dirs = job_dirs(sweep)
+    runs, failures, unfinished = [], [], []
+    for num in sorted(set(range(len(expected))) | set(dirs)):
+        path = dirs.get(num, sweep / str(num))
+        state = jobstate.read(path)
+        overrides = expected[num] if num < len(expected) else list((state or {}).get("overrides", []))
+        rows = store.read(path / store.CSV_NAME) if (path / store.CSV_NAME).exists() else pd.DataFrame()
+        if state is None and not rows.empty:
+            state = {"status": jobstate.DONE}  # a job of a sweep made before jobs said how they ended
+        if state is None or state.get("status") != jobstate.DONE:
+            why = jobstate.why_unfinished(state)
+            unfinished.append(f"job {num} ({' '.join(overrides) or 'no overrides'}): {why}")
+            lost = failure_rows(sweep, num, overrides, path, rows, why)
+            failures += lost
+            rows = pd.concat([rows, _frame(lost)], ignore_index=True) if lost else rows
+        if (path / store.CSV_NAME).exists() or not rows.empty:
+            run = store.load(path) if (path / store.CSV_NAME).exists() else store.Run(path, rows, pd.DataFrame())
+            runs.append(replace(run, results=rows))
+    tables = [dirs[n] / store.CSV_NAME for n in sorted(dirs) if (dirs[n] / store.CSV_NAME).exists()]
+    frame = aggregate(tables, sweep / store.CSV_NAME, extra=failures)
+    store.merge_environments([dirs[n] for n in sorted(dirs)], sweep)
+    store.write_parquet(sweep)
+    finalize(frame, sweep, runs)
+    for line in unfinished:
+        say(f"sweep: {line}")
+    if unfinished:
+        args = " ".join(task_overrides)
+        say(f"sweep: {len(unfinished)} of {len(expected)} jobs did not finish; their rows are kept in {sweep}. "
+            f"Complete it with: python -m suite -m {args} hydra.sweep.dir={sweep} resume=true")  # fmt: skip
+    return frame
+
+
+def _frame(rows: list[Row]) -> pd.DataFrame:
+    return pd.DataFrame([r.as_record() for r in rows], columns=COLUMNS)
+
+
+def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, written: pd.DataFrame, why: str
+                 ) -> list[Row]:  # fmt: skip
+    """An `error` row for each (case, implementation) job `num` did not write, naming the job and how it ended.
+    The job's own config (`.hydra/config.yaml`, saved before it started) says what it was to run; a job that never
+    started has one row for all of it."""
+    from suite.run import assemble, validate
+    from suite.run.runner import jobs
+
+    run_id = f"{sweep.name}/{num}"
+    reason = f"job {num} ({' '.join(overrides) or 'no overrides'}) did not finish: {why}"
+    saved = path / ".hydra" / "config.yaml"
+    if saved.exists():
+        try:
+            cfg = OmegaConf.load(saved)
+            done = (
+                {tuple(str(v) for v in r) for r in written[list(KEY)].itertuples(index=False)}
+                if len(written)
+                else set()
+            )
+            todo = jobs(cfg, validate.plan(cfg), path, done, run_id)
+            rows = [row for job in todo if job.keys() for row in assemble.lost(job, reason)]
+            for i, row in enumerate(rows):
+                row.row_id = f"{run_id}#failed{i}"
+            return rows
+        except Exception as exc:  # the config no longer plans (a plugin gone): one row still says what happened
+            reason += f" (its cases could not be listed: {exc})"
+    scenario = next((o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")), "")
+    return [Row(scenario=scenario, params="{}", dtype="", backend="", device="", variant="", status="error",
+                reason=reason, run_id=run_id, row_id=f"{run_id}#failed0")]  # fmt: skip
