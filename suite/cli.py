@@ -193,10 +193,23 @@ def _over_runs(command: str, argv: list[str]) -> int:
     else:
         from suite.report.merged import main as command_main
     try:
+        if command == "report" and len(argv) == 1 and (Path(argv[0]) / "multirun.yaml").exists():
+            return _merge_sweep(Path(argv[0]))
         return command_main(argv)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _merge_sweep(sweep: Path) -> int:
+    """`python -m suite report SWEEP`: merge a sweep's jobs again, as its multirun's end does (after the process
+    that launched it was lost, or to take in jobs finished since)."""
+    from suite.sweep import merge
+
+    task = OmegaConf.load(sweep / "multirun.yaml").hydra.overrides.task
+    merge(sweep, [str(o) for o in task])
+    print(f"report: {sweep / 'report.md'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
