@@ -27,6 +27,9 @@ class Row:
     reason: str = ""
     time_ms: float | None = None
     """Median of the timed repetitions; empty when nothing was timed (reason says why)."""
+    time_graph_ms: float | None = None
+    """CUDA, with `timing.graphs=true`: median of the variant's launcher (all its kernels) captured in a CUDA graph
+    and replayed, which leaves out the host's launch overhead; empty where not captured (extra says why)."""
     bytes_modeled: int | None = None
     """Ledger traffic at the device's outer-memory boundary under `store_model`."""
     flops_modeled: int | None = None
@@ -47,6 +50,10 @@ class Row:
     launches: int | None = None
     intermediates_removed: int | None = None
     bytes_saved: int | None = None
+    bytes_measured: int | None = None
+    """CUDA, with `profile=ncu`: DRAM bytes read and written by all the variant's kernels, from Nsight Compute."""
+    ledger_residual: float | None = None
+    """bytes_measured / bytes_modeled - 1: how far the ledger's model is from the traffic measured."""
     ceiling_gbps: float | None = None
     """The run's best copy that stores as the kernels do (see suite.run.ceiling): what pct_of_ceiling divides by."""
     ceiling_streaming_gbps: float | None = None
@@ -87,6 +94,8 @@ class Row:
     """Params of the numerics check when it ran on a smaller slice than the case (emulation), else empty."""
     seed: int | None = None
     device_name: str = ""
+    throttled: str = ""
+    """CUDA: the clock-throttle reasons NVML reported while the row was timed (empty: none, or no NVML)."""
     versions: str = ""
     git_rev: str = ""
     command: str = ""

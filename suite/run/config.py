@@ -24,6 +24,8 @@ class TimingConfig:
     """CPU: flush a buffer larger than the last-level cache before every repetition. CUDA always flushes L2."""
     case_timeout_s: float = 600.0
     """A case (all its implementations) that runs longer becomes rows with status `error` and the sweep goes on."""
+    graphs: bool = False
+    """CUDA: also time each variant's launcher captured in a CUDA graph and replayed (`time_graph_ms`)."""
 
 
 @dataclass
@@ -35,6 +37,9 @@ class DeviceConfig:
     """Without a GPU, check the CUDA kernels' numerics in the Triton interpreter and the Numba CUDA simulator."""
     emulate_max_elements: int = 4096
     """Cases larger than this are checked in emulation on a slice of this many elements (see the scenario)."""
+    arch: str | None = None
+    """The SM architecture occupancy is computed for (sm_80, sm_86, sm_89, sm_90, sm_100); None: the GPU's own,
+    else sm_90."""
 
 
 @dataclass
@@ -64,6 +69,8 @@ class BenchConfig:
     """backend_options.<backend>.<option>: each backend's schema names its options, their ranges and defaults."""
     timing: TimingConfig = field(default_factory=TimingConfig)
     device: DeviceConfig = field(default_factory=DeviceConfig)
+    profile: str = "none"
+    """`ncu`: rerun each timed CUDA row once under Nsight Compute and record the DRAM bytes it moved."""
 
 
 def register_configs() -> None:
