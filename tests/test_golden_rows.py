@@ -1,8 +1,8 @@
 """Refactoring guard: the preset-S run of every family on the CPU gives the rows it gave before (seed 7).
 
 tests/golden/preset_s_cpu.csv holds, per (case, implementation), the status, the ledger's bytes and FLOPs, the
-launches, the maximum relative error and the tolerance of `python -m suite scenario=<family> preset=S
-timing=quick seed=7 device=cpu` as measured before the suite was reorganised into layers. Timings aside,
+launches, the maximum relative error (compared within a band, see ERROR_BAND) and the tolerance of
+`python -m suite scenario=<family> preset=S timing=quick seed=7 device=cpu` as measured before the suite was reorganised into layers. Timings aside,
 nothing a user reads may change when the machinery is restructured; a change meant to alter these numbers
 regenerates the file and says why in its commit. Rows of variants added since (torch's `eager` and `compiled`)
 are checked by the kernel tests; here they may only add to the table, never replace a golden row.
@@ -22,7 +22,12 @@ from tests.conftest import make_config
 GOLDEN = pd.read_csv(Path(__file__).parent / "golden" / "preset_s_cpu.csv", dtype={"params": str})
 KEY = ["scenario", "params", "dtype", "backend", "device", "variant"]
 EXACT = ["status", "bytes_modeled", "bytes_read", "bytes_written", "flops_modeled", "launches"]
-CLOSE = ["max_rel_err", "tolerance"]
+CLOSE = ["tolerance"]
+ERROR_BAND = 0.1
+"""max_rel_err may differ from the golden value by this fraction of the row's tolerance. Numba compiles for the
+host CPU: its vector width (AVX2 or AVX-512) orders a row's reductions differently, which moves the last digits of
+a float32 row's error between machines (layernorm at 193 columns: 0.00072 on one, 0.00113 on another, tolerance
+0.0106). A kernel that refactoring broke is off by more than its tolerance, far outside the band."""
 ADDED = {("torch", "eager"), ("torch", "compiled")}
 """(backend, variant) of rows that did not exist when the golden file was taken."""
 
@@ -42,3 +47,10 @@ def test_preset_s_rows_unchanged(family, tmp_path):
     for column in CLOSE:
         a, b = got[column].to_numpy(float), want[column].to_numpy(float)
         assert np.allclose(a, b, rtol=1e-6, atol=0, equal_nan=True), (column, a, b)
+    err, tol, golden = (
+        got["max_rel_err"].to_numpy(float),
+        got["tolerance"].to_numpy(float),
+        want["max_rel_err"].to_numpy(float),
+    )
+    off = np.abs(err - golden) > ERROR_BAND * tol
+    assert not off.any(), got[off][["max_rel_err", "tolerance"]].assign(golden=golden[off])
