@@ -21,7 +21,9 @@ from omegaconf import DictConfig  # noqa: E402
 from suite.core.targets import configure_emulation  # noqa: E402
 from suite.gpu import resources  # noqa: E402
 
-configure_emulation(True)
+ON_GPU = os.environ.get("FUSEBENCH_GPU_TESTS") == "1"
+"""Set by `nox -s gpu`: the kernels run natively on the GPU, so neither the interpreter nor the simulator is on."""
+configure_emulation(not ON_GPU)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fusebench-inductor-"))
 """One Inductor cache for the whole session (torch.compile rows of many tests share graphs), fresh each session."""
 
@@ -50,3 +52,15 @@ def fresh_resource_cache(tmp_path, monkeypatch):
     resources.clear_memory_cache()
     yield
     resources.clear_memory_cache()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`gpu` tests run only where `nox -s gpu` runs them: on a CUDA device, with emulation off."""
+    from suite.core.targets import cuda_device_count
+
+    if ON_GPU and cuda_device_count() > 0:
+        return
+    why = "needs a CUDA device (nox -s gpu)" if not ON_GPU else "FUSEBENCH_GPU_TESTS=1 but no CUDA device answers"
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=why))

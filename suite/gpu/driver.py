@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+from collections.abc import Callable
 
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
 CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_CC_MINOR = 76
@@ -118,17 +120,114 @@ def synchronize(stream: int) -> None:
     _check(_lib().cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")
 
 
+def _attribute(attribute: int) -> int:
+    context()
+    value = ctypes.c_int()
+    _check(_lib().cuDeviceGetAttribute(ctypes.byref(value), attribute, 0), f"cuDeviceGetAttribute({attribute})")
+    return value.value
+
+
+@functools.cache
+def _timer_module() -> dict[str, ctypes.c_void_p]:
+    """The timer's own kernels (suite.gpu.timer_kernels), loaded once from PTX the driver compiles for this GPU."""
+    from suite.gpu import timer_kernels
+
+    ensure_current()
+    module = ctypes.c_void_p()
+    _check(
+        _lib().cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(timer_kernels.PTX.encode())), "cuModuleLoadData"
+    )
+    functions = {}
+    for name in (timer_kernels.READ_FLUSH, timer_kernels.SPIN):
+        function = ctypes.c_void_p()
+        _check(_lib().cuModuleGetFunction(ctypes.byref(function), module, name.encode()), f"cuModuleGetFunction {name}")
+        functions[name] = function
+    return functions
+
+
+def _launch(name: str, grid: int, block: int, stream: int, *args: int) -> None:
+    values = [ctypes.c_uint64(a) for a in args]
+    params = (ctypes.c_void_p * len(values))(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
+    _check(
+        _lib().cuLaunchKernel(_timer_module()[name], grid, 1, 1, block, 1, 1, 0, ctypes.c_void_p(stream), params, None),
+        f"cuLaunchKernel {name}",
+    )
+
+
 class L2Flush:
-    """Overwrites a buffer twice the L2 size on the shared stream, so each repetition starts with a cold L2."""
+    """Reads a buffer twice the L2 size on the shared stream (suite.gpu.timer_kernels), so each repetition starts
+    with an L2 of clean lines that are not the kernel's: its data is evicted and nothing is left to write back."""
 
     def __init__(self) -> None:
+        from suite.gpu import timer_kernels
+
         ensure_current()
         self.size = 2 * max(l2_bytes(), 1 << 20)
-        self.ptr = ctypes.c_uint64()
+        self.ptr, self.sink = ctypes.c_uint64(), ctypes.c_uint64()
         _check(_lib().cuMemAlloc_v2(ctypes.byref(self.ptr), ctypes.c_size_t(self.size)), "cuMemAlloc")
+        _check(_lib().cuMemAlloc_v2(ctypes.byref(self.sink), ctypes.c_size_t(16)), "cuMemAlloc")
+        _check(_lib().cuMemsetD8_v2(self.ptr, ctypes.c_ubyte(0), ctypes.c_size_t(self.size)), "cuMemsetD8")
+        _check(_lib().cuCtxSynchronize(), "cuCtxSynchronize")
+        self.vectors = self.size // 16
+        self.grid = timer_kernels.flush_grid(self.vectors, _attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
+        self.threads = timer_kernels.FLUSH_THREADS
 
     def __call__(self, stream: int) -> None:
-        _check(
-            _lib().cuMemsetD8Async(self.ptr, ctypes.c_ubyte(0), ctypes.c_size_t(self.size), ctypes.c_void_p(stream)),
-            "cuMemsetD8Async",
+        from suite.gpu import timer_kernels
+
+        _launch(
+            timer_kernels.READ_FLUSH, self.grid, self.threads, stream, self.ptr.value, self.vectors, self.sink.value
         )
+
+    def close(self) -> None:
+        for ptr in (self.ptr, self.sink):
+            with contextlib.suppress(Exception):
+                _lib().cuMemFree_v2(ptr)
+
+
+def spin(stream: int, ns: int) -> None:
+    """Queue a kernel on `stream` that keeps the GPU busy for `ns` nanoseconds (one thread on the global timer)."""
+    from suite.gpu import timer_kernels
+
+    _launch(timer_kernels.SPIN, 1, 1, stream, max(int(ns), 0))
+
+
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+
+
+class Graph:
+    """A CUDA graph captured from a launcher's work on the shared stream, instantiated and ready to replay."""
+
+    def __init__(self, graph: ctypes.c_void_p, executable: ctypes.c_void_p) -> None:
+        self.graph, self.executable = graph, executable
+
+    def launch(self, stream: int) -> None:
+        _check(_lib().cuGraphLaunch(self.executable, ctypes.c_void_p(stream)), "cuGraphLaunch")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            _lib().cuGraphExecDestroy(self.executable)
+            _lib().cuGraphDestroy(self.graph)
+
+
+def capture(stream: int, launch: Callable[[], None]) -> Graph:
+    """Capture every kernel `launch()` queues on `stream` into a graph. Thread-local mode: a call that cannot be
+    captured (an allocation, a synchronisation, work on another stream joined badly) ends the capture with an
+    error, raised here as CudaError naming the call that failed; the stream is left out of capture either way."""
+    ensure_current()
+    _check(_lib().cuStreamBeginCapture_v2(ctypes.c_void_p(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+           "cuStreamBeginCapture")  # fmt: skip
+    graph = ctypes.c_void_p()
+    try:
+        launch()
+    finally:
+        ended = _lib().cuStreamEndCapture(ctypes.c_void_p(stream), ctypes.byref(graph))
+    _check(ended, "cuStreamEndCapture (the launcher did something a graph cannot hold)")
+    executable = ctypes.c_void_p()
+    try:
+        _check(_lib().cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, ctypes.c_ulonglong(0)),
+               "cuGraphInstantiate")  # fmt: skip
+    except CudaError:
+        _lib().cuGraphDestroy(graph)
+        raise
+    return Graph(graph, executable)

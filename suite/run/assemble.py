@@ -37,6 +37,8 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     extra = dict(stages.resources.extra) if stages.resources is not None else {}
     if stages.check is not None:
         extra.update(stages.check.notes)
+    if stages.timing is not None:
+        extra.update(stages.timing.notes)
     if stages.rates is not None and stages.rates.gflops is not None:
         extra["gflops"] = stages.rates.gflops
     mode = stages.mode

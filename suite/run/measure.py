@@ -16,6 +16,7 @@ from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.run.ceiling import Ceiling
+from suite.run.graph_timing import graph_timed
 from suite.run.job import Job
 from suite.run.stages import Comparison, Peer, Rates, Rival, Stages, Timed
 from suite.run.timing import CpuClock, CudaClock, measure_interleaved
@@ -68,10 +69,14 @@ def timed(found: Found, job: Job, cuda_clock: CudaClock | None) -> Found:
         if not group:
             continue
         clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
+        late = getattr(clock, "late", 0)
         results = measure_interleaved(dict(group), clock, job.timing)
         cold = job.timing.cold_cache if device == "cpu" else True  # CUDA always flushes L2
+        notes = {"late_launches": clock.late - late} if getattr(clock, "late", 0) > late else {}
         for k in group:
-            out[k] = replace(found[k], timing=Timed.of(results[k], cold))
+            out[k] = replace(found[k], timing=replace(Timed.of(results[k], cold), notes=notes))
+        if device == "cuda" and job.timing.graphs:
+            out = graph_timed(out, job.timing, clock)
     return out
 
 

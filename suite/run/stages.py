@@ -105,6 +105,10 @@ class Timed:
     cold_cache: bool
     times_ms: tuple[float, ...] = ()
     """Every repetition, in the interleaved rounds' order: the paired comparison needs them."""
+    time_graph_ms: float | None = None
+    """Median of the CUDA-graph replays of the launcher (timing.graphs=true), where it could be captured."""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+    """What the row's `extra` keeps of the timing: why a launcher was not captured in a graph, late launches."""
 
     @classmethod
     def of(cls, t: Timing, cold_cache: bool) -> Timed:
