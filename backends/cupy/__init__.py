@@ -96,6 +96,15 @@ class CupyTarget(Target):
     def free_bytes(self) -> int | None:
         return cupy.cuda.runtime.memGetInfo()[0] if self.on_gpu else None
 
+    def release(self) -> None:
+        """CuPy's pooled device blocks and pinned host blocks back (free_all_blocks), where CuPy has run on a GPU
+        in this process: a probe not yet made means its pools are empty, and making it here would compile."""
+        if cupy is None or _probe.cache_info().currsize == 0 or not self.on_gpu:
+            return
+        for pool in (cupy.get_default_memory_pool, cupy.get_default_pinned_memory_pool):
+            with contextlib.suppress(Exception):
+                pool().free_all_blocks()
+
 
 class Cupy(Backend):
     name = "cupy"

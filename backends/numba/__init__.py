@@ -50,6 +50,8 @@ class NumbaCUDA(Target):
 
     backend = "numba"
     device = "cuda"
+    used = False
+    """Whether this process made device arrays through the target: only then may `numba.cuda` hold deferred frees."""
 
     def probe(self) -> Availability:
         if importlib.util.find_spec("numba_cuda") is None:
@@ -76,11 +78,13 @@ class NumbaCUDA(Target):
     def asarray(self, a: np.ndarray) -> Any:
         from numba import cuda
 
+        self.used = True
         return cuda.to_device(np.ascontiguousarray(a), stream=self._stream())
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
         from numba import cuda
 
+        self.used = True
         return cuda.device_array(shape, dtype=dtype, stream=self._stream())
 
     def poison(self, a: Any) -> None:
@@ -105,6 +109,21 @@ class NumbaCUDA(Target):
         from numba import cuda
 
         return int(cuda.current_context().get_memory_info().free)
+
+    def release(self) -> None:
+        """Numba's deferred deallocations carried out now: freed device arrays wait in a queue until it fills,
+        the memory manager's (device memory) and the context's (streams, events, modules). Only where the target
+        made device arrays on a GPU: `current_context()` would otherwise create a context to release nothing."""
+        if simulating() or not self.used:
+            return
+        with contextlib.suppress(Exception):
+            from numba import cuda
+
+            context = cuda.current_context()
+            pending = getattr(context.memory_manager, "deallocations", None)  # an EMM plugin may keep none
+            if pending is not None:
+                pending.clear()
+            context.deallocations.clear()
 
 
 @functools.cache

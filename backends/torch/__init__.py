@@ -67,6 +67,14 @@ class TorchCUDA(TorchCPU):
     def free_bytes(self) -> int | None:
         return int(torch.cuda.mem_get_info()[0])
 
+    def release(self) -> None:
+        """The caching allocator's unused blocks back to the driver (torch.cuda.empty_cache), where torch has
+        initialised CUDA: until then it holds none, and initialising it only to release nothing would cost a
+        context."""
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes: reduce-overhead adds CUDA graphs, max-autotune autotunes matmul templates too."""

@@ -71,6 +71,13 @@ class TritonTarget(Target):
     def free_bytes(self) -> int | None:
         return torch.cuda.mem_get_info()[0] if self.probe().mode == NATIVE else None
 
+    def release(self) -> None:
+        """Triton's tensors are torch's: the caching allocator's unused blocks back to the driver, where torch has
+        initialised CUDA (the interpreter's tensors live in host memory, and leave it uninitialised)."""
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+
 
 class Triton(Backend):
     name = "triton"

@@ -61,6 +61,12 @@ class Target:
         """Free device memory, for footprint guards; None where unknown."""
         return None
 
+    def release(self) -> None:
+        """Hand the memory the library keeps cached (a pool, deferred frees) back to the device, so that free
+        memory, as the footprint guard reads it, is what any library could allocate. Called between cases and
+        before the guard; a no-op where the library never ran on a GPU. Never raises. Default: nothing cached."""
+        return None
+
     @property
     def name(self) -> str:
         return f"{self.backend}/{self.device}"

@@ -2,8 +2,18 @@
 
 This is the only place a kernel's entry is built and first called. A kernel that raises is an `error`, a wrong or
 partly unwritten output a `mismatch`, a target that cannot run here `skipped` with the reason: each is a stage
-result, never an exception, so nothing here stops the sweep. CUDA kernels without a GPU run in emulation (on a
-slice of the case where it is large) for numerics only; their resources are still those of the case's kernels.
+result, never an exception, so nothing here stops the sweep. A CUDA kernel that runs the device out of memory is
+an `error` naming the case's footprint and the free memory; one that hits a sticky CUDA error (an illegal address,
+a launch failure) is the exception: it raises `faults.ContextLost`, since no later CUDA call in this process can
+succeed and only the worker's restart can help (`suite.run.worker`).
+
+The inputs are uploaded, the output allocated and poisoned on whatever stream each library queues copies on
+(CuPy's and torch's: the legacy default stream), while kernels launch on the suite's shared stream, created
+non-blocking: nothing orders the two. A device-wide synchronisation comes between them, and another between the
+first launch and the read-back.
+
+CUDA kernels without a GPU run in emulation (on a slice of the case where it is large) for numerics only; their
+resources are still those of the case's kernels.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import Params, Scenario
 from suite.gpu import resources
-from suite.run import footprint
+from suite.run import faults, footprint
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
 
@@ -89,8 +99,9 @@ def build_and_check(
     inputs, ref, tol = data.get(params)
     built = Check("ok", "", params, tol, params_json(params) if params != job.params else "")
     specs: list = []  # the CUDA kernels the entry builds, for the static resource report (before any timing)
-    launcher = out = compile_ms = None
+    launcher = device_out = out = compile_ms = None
     failed: tuple[str, str] | None = None
+    out_of_memory = False
     try:
         launcher, device_out = _build(key, avail, job, scn, params, inputs, specs)
         compile_ms = _first_launch(launcher, target, mode)
@@ -98,7 +109,10 @@ def build_and_check(
     except targets.NotRunnable as exc:
         failed = ("skipped", str(exc))
     except Exception as exc:
-        failed = ("error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        failed, out_of_memory = _failure(key, exc)
+    if failed and out_of_memory:  # free memory read once the attempt's buffers are dropped (its traceback held them)
+        launcher = device_out = None
+        failed = ("error", f"{footprint.out_of_memory(scn, params, job.dtype, key.variant, target)} ({failed[1]})")
     found = _resources(key, avail, built, job, scn, specs)  # compile-only rows report resources too
     if failed:
         return replace(built, status=failed[0], reason=failed[1], compile_ms=compile_ms, launcher=launcher), found
@@ -111,14 +125,27 @@ def build_and_check(
                  launcher=launcher, notes=registry.notes(launcher)), found  # fmt: skip
 
 
+def _failure(key: KernelKey, exc: Exception) -> tuple[tuple[str, str], bool]:
+    """The status and reason of a build or first launch that raised, and whether a CUDA kernel ran the device out
+    of memory. A sticky CUDA error is raised on as `faults.ContextLost`: this process cannot run CUDA again."""
+    fault = faults.classify(exc) if key.device == "cuda" else None
+    if fault is not None and fault.sticky:
+        raise faults.ContextLost(fault.what, fault.detail) from exc
+    if fault is not None:
+        return ("error", fault.detail), True
+    return ("error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"), False
+
+
 def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params: Params,
            inputs: dict[str, np.ndarray], specs: list) -> tuple[Any, Any]:  # fmt: skip
-    """The entry's launcher and the poisoned output buffer it writes, the kernels it builds recorded."""
+    """The entry's launcher and the poisoned output buffer it writes, the kernels it builds recorded. The uploads
+    and the poison are complete before the entry is built (it may launch) or its launcher first runs."""
     target = avail.target
     assert target is not None
     dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
     out = target.empty(scn.output_shape(params), job.dtype)
     target.poison(out)
+    target.synchronize()  # device-wide: the copies' stream does not order with the shared one (see the docstring)
     entry = REGISTRY.get(key)
     with resources.recording(specs) if key.device == "cuda" else contextlib.nullcontext():
         launcher = entry(dev_inputs, out, params, options(job, key, avail.mode))
@@ -126,8 +153,9 @@ def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params:
 
 
 def _first_launch(launcher: Any, target: targets.Target, mode: str) -> float | None:
-    """Run once (JIT compiles happen here); its time is the compile time, natively only: an interpreter's or a
-    simulator's time is no compile time."""
+    """Run once (JIT compiles happen here) and synchronise the device, so that the output is written before it
+    is read back; its time is the compile time, natively only: an interpreter's or a simulator's time is no
+    compile time."""
     start = time.perf_counter()
     launcher()
     target.synchronize()

@@ -3,15 +3,25 @@
 The worker process is the default. It sets the emulation switches before any backend is imported (the
 interpreter and the simulator read them at import), measures the ceilings once, and keeps JIT caches warm across
 cases. When a case runs past its time limit or the worker dies (a kernel crash), the parent kills it, records the
-case's rows as errors and starts a fresh worker: the sweep goes on and no written row is lost.
+case's rows as errors and starts a fresh worker: the sweep goes on and no written row is lost. A sticky CUDA
+error (an illegal address, a launch failure: `suite.run.faults`) leaves the worker alive but its CUDA context
+unusable, so the worker tells the parent (a `fatal` message naming the culprit) and exits, and the parent starts
+a fresh one. Each way, the culprit's row says what happened and the rest of the case runs again without it.
+
+Between cases every CUDA library hands its cached memory back (`footprint.release_caches`), so that no case
+inherits another's pools.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import multiprocessing as mp
+import os
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +29,7 @@ from suite.core import scenario as scenarios
 from suite.core import targets
 from suite.core.registry import KernelKey
 from suite.core.row import Row
-from suite.run import assemble, ceiling, provenance, validate
+from suite.run import assemble, ceiling, faults, footprint, provenance, validate
 from suite.run.execute import execute
 from suite.run.job import Case, Job, case_seed
 
@@ -67,6 +77,9 @@ class Session:
         return {d: ceiling.measure(d) for d in wanted}
 
     def run(self, job: Job, notify: Any = None) -> list[Row]:
+        """The case's rows; `faults.ContextLost` (naming the implementation that ran into it) where a sticky CUDA
+        error lost the context. A GPU fault past the build-and-check (out of memory while timing) makes every
+        row of the case an `error` that says so."""
         if self.gpu and self.cuda_clock is None and "cuda" in job.devices:
             from suite.run.timing import CudaClock
 
@@ -75,15 +88,60 @@ class Session:
         seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
         case = Case(job.scenario, job.params, job.dtype, scn.size(job.params), seed, self.versions, self.git_rev,
                     job.run_id, self.device_names)  # fmt: skip
-        return execute(job, scn, case, self.ceilings, self.cuda_clock, notify)
+        at: list[Any] = [None]
+
+        def seen(impl: Any) -> None:
+            at[0] = impl
+            if notify is not None:
+                notify(impl)
+
+        try:
+            rows = execute(job, scn, case, self.ceilings, self.cuda_clock, seen)
+        except Exception as exc:
+            fault = faults.classify(exc)
+            if fault is None:
+                raise
+            if fault.sticky:
+                culprit = exc.culprit if isinstance(exc, faults.ContextLost) and exc.culprit else at[0]
+                raise faults.ContextLost(fault.what, fault.detail, culprit) from exc
+            rows = _out_of_memory(job, scn, fault, at[0])
+        _release()
+        return rows
 
     def info(self) -> dict[str, Any]:
         return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu,
                 "environment": self.environment}  # fmt: skip
 
 
+def _release() -> None:
+    """After a case: collect what its launchers left in reference cycles (their device buffers with them), then
+    have every CUDA library hand its cached memory back, so the next case's footprint guard sees it free."""
+    gc.collect()
+    footprint.release_caches()
+
+
+def _out_of_memory(job: Job, scn: Any, fault: faults.Fault, at: Any) -> list[Row]:
+    """`error` rows for a case the device ran out of memory on after its build-and-check (while timing, where
+    `at` is None): each names its own footprint and the free memory."""
+    doing = "timing the case" if at is None else "running " + "/".join(at)
+    rows = []
+    for key in job.keys():
+        target = targets.TARGETS.get((key.backend, key.device))
+        if target is None or key.device != "cuda":
+            reason = f"device out of memory while {doing}; lost with the case ({fault.detail})"
+        else:
+            shortfall = footprint.out_of_memory(scn, job.params, job.dtype, key.variant, target)
+            reason = f"{shortfall}, while {doing} ({fault.detail})"
+        rows += assemble.lost(job, reason, [key])
+    return rows
+
+
 class WorkerLost(RuntimeError):
     """The worker timed out or died; the message says which."""
+
+
+RESTARTED = "the CUDA context is lost, the worker was restarted"
+"""What the row of an implementation that hit a sticky CUDA error says after what happened."""
 
 
 def _serve(conn: Any, settings: Settings) -> None:
@@ -93,8 +151,40 @@ def _serve(conn: Any, settings: Settings) -> None:
         message = conn.recv()
         if message[0] == "stop":
             return
-        rows = session.run(message[1], notify=lambda impl: conn.send(("at", impl)))
+        try:
+            rows = session.run(message[1], notify=lambda impl: conn.send(("at", impl)))
+        except faults.ContextLost as exc:
+            conn.send(("fatal", (exc.culprit, exc.what, exc.detail)))
+            _exit_lost()
         conn.send(("rows", rows))
+
+
+def _exit_lost() -> None:
+    """Leave at once, without the interpreter's shutdown: the CUDA libraries' exit handlers would only call into
+    the lost context (and may hang there). The parent starts a fresh worker."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(70)
+
+
+Attempt = Callable[[Job, float], tuple[Any, str | None]]
+
+
+def run_attributed(attempt: Attempt, job: Job, timeout: float) -> list[Row]:
+    """Rows of the case; an implementation that hangs, kills the worker or loses its CUDA context becomes an
+    `error` row and the case is run again without it, so one bad kernel costs one row. `attempt(job, timeout)`
+    returns (rows, None), or (the implementation running when it failed, or None, reason)."""
+    lost: list[Row] = []
+    while True:
+        culprit, reason = attempt(job, timeout)
+        if reason is None:
+            return lost + culprit
+        if culprit is None or tuple(culprit) in job.skip:  # lost while timing: the case cannot be attributed
+            raise WorkerLost(reason)
+        backend, device, variant = culprit
+        lost += assemble.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
+        job = replace(job, skip=job.skip | {(backend, device, variant)})
 
 
 class Worker:
@@ -130,21 +220,12 @@ class Worker:
             raise WorkerLost(f"worker died (exit code {code})") from exc
 
     def run(self, job: Job, timeout: float) -> list[Row]:
-        """Rows of the case; an implementation that hangs or kills the worker becomes an `error` row and the
-        case is run again without it, so one bad kernel costs one row."""
-        lost: list[Row] = []
-        while True:
-            culprit, reason = self._attempt(job, timeout)
-            if reason is None:
-                return lost + culprit
-            if culprit is None or culprit in job.skip:  # lost while timing: the case cannot be attributed
-                raise WorkerLost(reason)
-            backend, device, variant = culprit
-            lost += assemble.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
-            job = replace(job, skip=job.skip | {culprit})
+        """Rows of the case (see `run_attributed`): a hang, a crash or a lost CUDA context costs one row."""
+        return run_attributed(self._attempt, job, timeout)
 
     def _attempt(self, job: Job, timeout: float) -> tuple[Any, str | None]:
-        """(rows, None) on success, else (the implementation running when the worker was lost, reason)."""
+        """(rows, None) on success, else (the implementation running when the worker was lost, reason); the
+        worker is restarted."""
         at: Any = None
         deadline = time.monotonic() + timeout
         try:
@@ -153,17 +234,21 @@ class Worker:
                 kind, payload = self._receive(max(deadline - time.monotonic(), 0.0), "running the case")
                 if kind == "rows":
                     return payload, None
+                if kind == "fatal":  # a sticky CUDA error: the worker exits on its own, and a fresh one starts
+                    culprit, what, detail = payload
+                    self.process.join(10)
+                    self.kill()
+                    self._start()
+                    return culprit, f"{what}; {RESTARTED} ({detail})"
                 at = payload
         except (WorkerLost, BrokenPipeError, EOFError) as exc:
             self.kill()
             self._start()
             doing = "timing the case" if at is None else "running " + "/".join(at)
             if "timeout" in str(exc):
-                return (
-                    at,
-                    f"timeout: over the case limit of {timeout:g} s (timing.case_timeout_s) while {doing}",
-                )
-            return at, f"{exc} while {doing}"
+                limit = f"over the case limit of {timeout:g} s (timing.case_timeout_s)"
+                return at, f"timeout: {limit} while {doing}; the worker was killed and restarted"
+            return at, f"{exc} while {doing}; the worker was restarted"
 
     def kill(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -185,7 +270,16 @@ class InProcess:
         self.info = self.session.info()
 
     def run(self, job: Job, timeout: float) -> list[Row]:
-        return self.session.run(job)
+        """The case's rows; a sticky CUDA error costs the culprit's row as in a worker, but with no process to
+        restart, the context stays lost for the rest of the run (isolate=true restarts the worker)."""
+        return run_attributed(self._attempt, job, timeout)
+
+    def _attempt(self, job: Job, timeout: float) -> tuple[Any, str | None]:
+        try:
+            return self.session.run(job), None
+        except faults.ContextLost as exc:
+            lost = "the CUDA context is lost and stays lost (isolate=false: no worker to restart)"
+            return exc.culprit, f"{exc.what}; {lost} ({exc.detail})"
 
     def close(self) -> None:
         return None
