@@ -5,10 +5,11 @@ resident. Backends record each kernel an entry builds as a `KernelSpec` (`suite.
 wraps the entry call in `recording()`); `analyse` has each spec's backend compile it for sm_90
 (`Backend.compile`) — in this process, or in the persistent `suite.gpu.aot` helper where the backend's compiler
 cannot run beside emulation (`Backend.compile_isolated`) — reads registers, spills, stack and static shared
-memory from ptxas's `-v` log (`suite.gpu.assemble`), and computes the theoretical occupancy from the sm_90
-limits. Compilations are cached in memory and on disk (keyed by the kernel's recipe, the source files it comes
-from and the toolchain versions), so a sweep pays each once. On a GPU the loaded kernels' attributes are read
-too (`loaded` in the report), through the backend (`Backend.loaded_attributes`).
+memory from ptxas's `-v` log (`suite.gpu.assemble`), and computes the theoretical occupancy from the limits
+of one architecture (`device.arch`; unset: the GPU's own, else sm_90; see `resolve_arch`), recorded beside it.
+Compilations are cached in memory and on disk (keyed by the kernel's recipe, the source files it comes from
+and the toolchain versions), so a sweep pays each once. On a GPU the loaded kernels' attributes are read too
+(`loaded` in the report), through the backend (`Backend.loaded_attributes`).
 
 Nothing here knows a kernel library: what differs between them is behind the `Backend` protocol.
 """
@@ -22,7 +23,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,11 @@ from suite.core.kernelspec import KernelSpec, Unrecorded, recording
 from suite.core.registry import discover
 from suite.gpu import aot
 from suite.gpu.assemble import read
-from suite.gpu.occupancy import SM90, occupancy
+from suite.gpu.occupancy import ARCHS, limits_for, occupancy
 
 __all__ = ["STATS", "KernelSpec", "ResourceError", "Unrecorded", "analyse", "annotate", "cache_path",
-           "clear_memory_cache", "compiled_resources", "for_row", "loaded_attributes", "recording"]  # fmt: skip
+           "clear_memory_cache", "compiled_resources", "for_row", "loaded_attributes", "occupancy_arch",
+           "recording", "resolve_arch"]  # fmt: skip
 
 SCHEMA = 2
 """Bump when what a cached compile result holds changes."""
@@ -143,6 +145,51 @@ def _compile(spec: KernelSpec) -> dict[str, Any]:
     return read(backend.compile(dict(spec.recipe)))
 
 
+# --- the architecture occupancy is computed for -------------------------------------------------------------
+
+DEFAULT_ARCH = "sm_90"
+_ARCH: list[str | None] = [None]
+"""`device.arch` of the case being run (set by `occupancy_arch`); None: the GPU's own, else DEFAULT_ARCH."""
+
+
+@contextlib.contextmanager
+def occupancy_arch(arch: str | None) -> Iterator[None]:
+    """Compute occupancy for `arch` (None: the GPU's own, else sm_90) inside the block."""
+    _ARCH.append(arch)
+    try:
+        yield
+    finally:
+        _ARCH.pop()
+
+
+@functools.cache
+def _own_arch() -> tuple[str, str]:
+    """This machine's GPU's architecture and, where there is none or it has no limits table, why sm_90's used."""
+    from suite.core.targets import cuda_device_count
+
+    if cuda_device_count() == 0:
+        return DEFAULT_ARCH, ""
+    try:
+        from suite.gpu import driver
+
+        own = "sm_" + driver.compute_capability().replace(".", "")
+    except Exception as exc:
+        return DEFAULT_ARCH, f"compute capability unreadable ({_first_line(exc)}): {DEFAULT_ARCH}'s limits used"
+    if own not in ARCHS:
+        return DEFAULT_ARCH, f"no limits for this GPU's {own} (known: {', '.join(ARCHS)}): {DEFAULT_ARCH}'s used"
+    return own, ""
+
+
+def resolve_arch(arch: str | None = None) -> tuple[str, str]:
+    """The architecture occupancy is computed for, and a note where it is not the one asked for: `arch` (or
+    the one `occupancy_arch` set) where given, else this GPU's own, else sm_90. An unknown name is refused."""
+    arch = arch if arch is not None else _ARCH[-1]
+    if arch is not None:
+        limits_for(arch)  # ValueError naming the known ones
+        return arch, ""
+    return _own_arch()
+
+
 # --- analysis -------------------------------------------------------------------------------------------------
 
 
@@ -159,7 +206,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
-def _report(spec: KernelSpec | Unrecorded, launches: int) -> dict[str, Any]:
+def _report(spec: KernelSpec | Unrecorded, launches: int, arch: str) -> dict[str, Any]:
     if isinstance(spec, Unrecorded):
         return {"name": spec.name, "backend": spec.backend, "launches": launches,
                 "error": f"not recorded: {spec.reason}"}  # fmt: skip
@@ -183,28 +230,32 @@ def _report(spec: KernelSpec | Unrecorded, launches: int) -> dict[str, Any]:
         out.update(regs=live["regs"], spill_store_bytes=None, spill_load_bytes=None, local_bytes=live["local_bytes"],
                    smem_bytes=live["smem_bytes"] + spec.dynamic_smem, source="loaded kernel")  # fmt: skip
     if out.get("regs") is not None:
-        occ = occupancy(spec.threads, out["regs"], out["smem_bytes"], SM90)
-        out.update(occupancy=round(occ.fraction, 4), limiter=occ.limiter, blocks_per_sm=occ.blocks_per_sm)
+        occ = occupancy(spec.threads, out["regs"], out["smem_bytes"], limits_for(arch))
+        out.update(occupancy=round(occ.fraction, 4), limiter=occ.limiter, blocks_per_sm=occ.blocks_per_sm, arch=arch)
     return out
 
 
-def analyse(specs: Sequence[KernelSpec | Unrecorded]) -> list[dict[str, Any]]:
+def analyse(specs: Sequence[KernelSpec | Unrecorded], arch: str | None = None) -> list[dict[str, Any]]:
     """One report per distinct kernel (in launch order, with how many times it was recorded): name, backend,
     threads, regs, spill_store_bytes, spill_load_bytes, local_bytes, smem_bytes, occupancy (fraction of the
-    sm_90 maximum), limiter; `error` where its compile failed, `loaded` where a GPU ran it."""
+    maximum of `arch`, as `resolve_arch` chooses it), limiter, blocks_per_sm, arch; `error` where its compile
+    failed, `loaded` where a GPU ran it."""
+    arch = resolve_arch(arch)[0]
     counts: dict[KernelSpec | Unrecorded, int] = {}
     first: dict[KernelSpec | Unrecorded, KernelSpec | Unrecorded] = {}
     for spec in specs:
         counts[spec] = counts.get(spec, 0) + 1
         first.setdefault(spec, spec)  # the first recorded carries the live handle
-    return [_report(first[s], n) for s, n in counts.items()]
+    return [_report(first[s], n, arch) for s, n in counts.items()]
 
 
-def for_row(specs: Sequence[KernelSpec | Unrecorded]) -> dict[str, Any]:
+def for_row(specs: Sequence[KernelSpec | Unrecorded], arch: str | None = None) -> dict[str, Any]:
     """The variant's worst kernel for results.csv: most registers, most spill bytes, most shared memory and
-    the lowest occupancy (each may come from a different kernel), plus every kernel's report. A value is
-    None where no kernel has it; `errors` lists the kernels without numbers."""
-    kernels = analyse(specs)
+    the lowest occupancy (each may come from a different kernel), plus every kernel's report and the `arch`
+    occupancy was computed for. A value is None where no kernel has it; `errors` lists the kernels without
+    numbers."""
+    arch, note = resolve_arch(arch)
+    kernels = analyse(specs, arch)
 
     def worst(key: str, pick: Any, values: list[Any] | None = None) -> Any:
         vals = values if values is not None else [k[key] for k in kernels if k.get(key) is not None]
@@ -213,7 +264,9 @@ def for_row(specs: Sequence[KernelSpec | Unrecorded]) -> dict[str, Any]:
     spills = [k["spill_store_bytes"] + k["spill_load_bytes"] for k in kernels
               if k.get("spill_store_bytes") is not None and k.get("spill_load_bytes") is not None]  # fmt: skip
     out = {"regs": worst("regs", max), "spill_bytes": worst("", max, spills), "smem_bytes": worst("smem_bytes", max),
-           "occupancy": worst("occupancy", min), "kernels": kernels}  # fmt: skip
+           "occupancy": worst("occupancy", min), "kernels": kernels, "arch": arch}  # fmt: skip
+    if note:
+        out["arch_note"] = note
     errors = [f"{k['name']}: {k['error']}" for k in kernels if "error" in k]
     if errors:
         out["errors"] = errors
@@ -221,8 +274,10 @@ def for_row(specs: Sequence[KernelSpec | Unrecorded]) -> dict[str, Any]:
 
 
 def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded], built_for: str | None = None) -> None:
-    """Fill a results row's regs / spill_bytes / smem_bytes / occupancy and extra["kernels"]; on a CPU target,
-    or where nothing could be analysed, extra["resources"] says why. Never raises.
+    """Fill a results row's regs / spill_bytes / smem_bytes / occupancy, extra["kernels"] and
+    extra["occupancy_arch"] (the architecture occupancy was computed for; extra["occupancy_arch_note"] says
+    why where it is not the GPU's own); on a CPU target, or where nothing could be analysed, extra["resources"]
+    says why. Never raises.
 
     The kernels are those built for the row's own params; `built_for` (params as JSON) names the smaller
     emulation slice they were built for instead, where the case's own could not be built, and is kept in
@@ -237,7 +292,9 @@ def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded], bu
         summary = for_row(specs)
         row.regs, row.spill_bytes = summary["regs"], summary["spill_bytes"]
         row.smem_bytes, row.occupancy = summary["smem_bytes"], summary["occupancy"]
-        row.extra["kernels"] = summary["kernels"]
+        row.extra["kernels"], row.extra["occupancy_arch"] = summary["kernels"], summary["arch"]
+        if summary.get("arch_note"):
+            row.extra["occupancy_arch_note"] = summary["arch_note"]
         if built_for:
             row.extra["resources_params"] = built_for
         if summary.get("errors"):

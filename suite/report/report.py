@@ -20,6 +20,7 @@ from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
 from suite.report import pressure, rivals, tables
+from suite.report.throttle import flagged
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -50,7 +51,7 @@ def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
-    parts = [_header(data)]
+    parts = [_header(data), *flagged(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))

@@ -4,6 +4,10 @@ Availability and the build-and-check run implementation by implementation (see `
 timing, rates and the comparison need them all (see `suite.run.measure`). Every stage's result is frozen, and
 `suite.run.assemble` makes the rows from them at the end. Nothing here stops the sweep: a failure is a stage
 result with a status and a reason.
+
+Two things of the case's GPU are taken here: the architecture its kernels' occupancy is computed for (the job's
+`arch`, from `device.arch`; see `suite.gpu.resources.resolve_arch`), and whether NVML saw the GPU's clocks held
+back while its CUDA implementations were timed (`throttled`, sampled just before and just after the timing).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any
 
 from suite.core.row import Row
 from suite.core.scenario import Scenario
+from suite.core.targets import NATIVE
+from suite.gpu import nvml, resources
 from suite.run import check, measure
 from suite.run.assemble import assemble
 from suite.run.ceiling import Ceiling
@@ -42,14 +48,40 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
         stages = Stages(check.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
         if stages.availability.runs:
             notify((key.backend, key.device, key.variant))
-            built, resources = check.build_and_check(key, stages.availability, job, data, scn)
+            with resources.occupancy_arch(getattr(job, "arch", None)):
+                built, found_resources = check.build_and_check(key, stages.availability, job, data, scn)
             check.save_io(key, built, job, data)
-            stages = Stages(stages.availability, stages.ledger, built, resources)
+            stages = Stages(stages.availability, stages.ledger, built, found_resources)
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
-    found = measure.timed(found, job, cuda_clock)
+    found, throttled = timed_watching_clocks(found, job, cuda_clock)
     found = measure.rated(found, ceilings)
     found = measure.compared(found, scn, case.seed)
     found = measure.rivaled(found, scn, case.seed)
-    return [assemble(key, case, stages) for key, stages in found.items()]
+    return flag_throttled([assemble(key, case, stages) for key, stages in found.items()], found, throttled)
+
+
+def on_gpu(device: str, stages: Stages) -> bool:
+    """Whether an implementation is timed on a GPU: a CUDA kernel, run natively, that passed its check."""
+    return device == "cuda" and stages.mode == NATIVE and stages.ok and stages.check is not None
+
+
+def timed_watching_clocks(found: measure.Found, job: Job, cuda_clock: CudaClock | None
+                          ) -> tuple[measure.Found, tuple[str, ...]]:  # fmt: skip
+    """`measure.timed`, with the GPU's clock-throttle reasons read from NVML just before and just after where
+    anything is timed on it: their union (empty: none seen, or no NVML). NVML reports the clocks' state of the
+    moment, so a throttle that came and went between the two readings is not seen."""
+    watch = any(on_gpu(k.device, s) for k, s in found.items())
+    before = nvml.throttle_reasons() if watch else ()
+    found = measure.timed(found, job, cuda_clock)
+    return found, nvml.union(before, nvml.throttle_reasons() if watch else ())
+
+
+def flag_throttled(rows: list[Row], found: measure.Found, reasons: tuple[str, ...]) -> list[Row]:
+    """`rows` (one per implementation of `found`, in order), each one timed on the GPU with `throttled` set to
+    the reasons seen while it was (comma-separated)."""
+    for row, (key, stages) in zip(rows, found.items(), strict=True):
+        if on_gpu(key.device, stages) and stages.timing is not None:
+            row.throttled = ",".join(reasons)
+    return rows

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.core.backend import BACKENDS
+from suite.gpu import nvml
 
 PACKAGES = ("numpy", "hydra-core", "pandas")
 """The suite's own; each registered backend adds the distributions it is made of (`Backend.packages`)."""
@@ -100,7 +101,9 @@ def gpu() -> dict[str, str]:
 
 def environment(has_gpu: bool) -> dict[str, Any]:
     """Everything a later comparison may need to explain a difference: every installed distribution and its
-    version, Python, the OS, the CPU's model, flags and threads, and the GPU's name and driver where there is one."""
+    version, Python, the OS, the CPU's model, flags and threads, and the GPU's name and driver where there is one,
+    with what NVML says of it as the run starts (`nvml.start`: clocks, power, temperature, throttling; see
+    `suite.gpu.nvml`; absent without NVML), read once as the worker starts and not again when the run ends."""
     dists = {d.metadata["Name"]: d.version for d in distributions() if d.metadata["Name"]}
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -117,6 +120,8 @@ def environment(has_gpu: bool) -> dict[str, Any]:
             env["gpu"] = gpu()
         except Exception as exc:  # the run goes on; the file says what could not be read
             env["gpu"] = {"error": str(exc).splitlines()[0]}
+        if start := nvml.snapshot():
+            env["nvml"] = {"start": start}
     return env
 
 

@@ -22,6 +22,7 @@ from suite.core.errors import ConfigError
 from suite.core.registry import REGISTRY
 from suite.core.scenario import Params, Scenario
 from suite.core.targets import configure_emulation
+from suite.gpu.occupancy import ARCHS
 
 DEVICES = ("cpu", "cuda")
 
@@ -123,6 +124,8 @@ def plan(cfg: DictConfig) -> Plan:
     backends = _choose("backend", as_list(cfg.backends) if cfg.backends else known, known)
     variants = _choose("variant", as_list(cfg.variants) if cfg.variants else list(scn.variants), scn.variants)
     targets = _choose("device target", as_list(cfg.device.targets), DEVICES)
+    if cfg.device.arch is not None:  # the architecture occupancy is computed for
+        _choose("device.arch", [cfg.device.arch], ARCHS)
     _check_timing(cfg)
     _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
