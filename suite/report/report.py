@@ -19,7 +19,7 @@ from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
-from suite.report import pressure, rivals, tables
+from suite.report import measured, pressure, rivals, tables
 from suite.report.throttle import flagged
 from suite.report.verdict import verdicts
 
@@ -113,6 +113,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
     parts += ["### Traffic ledger", tables.ledger_table(rows, axis)]
+    parts += [text for text in [measured.section(rows, charts, outdir)] if text]
     return "\n\n".join(parts)
 
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from suite.core import store
 from suite.core.row import params_json
-from suite.run import assemble, progress
+from suite.run import assemble, profile, progress
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
@@ -81,6 +81,8 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
                     rows = worker.run(job, cfg.timing.case_timeout_s)
                 except WorkerLost as exc:
                     rows = assemble.lost(job, str(exc))
+                if cfg.profile == "ncu":  # each CUDA row timed here, rerun once under Nsight Compute
+                    rows = profile.measure_rows(rows, job, profile.Profiler.of(cfg))
                 for row in rows:
                     table.append(row)
                 bar.advance(rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,7 @@ def plan(cfg: DictConfig) -> Plan:
     if cfg.device.arch is not None:  # the architecture occupancy is computed for
         _choose("device.arch", [cfg.device.arch], ARCHS)
     _check_timing(cfg)
+    _check_profile(cfg)
     _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
     return Plan(scn, cases, dtypes, backends, variants, targets)
@@ -164,3 +166,15 @@ def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None
             raise ConfigError(
                 f"case {params} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f} GiB"
             )
+
+
+PROFILES = ("none", "ncu")
+
+
+def _check_profile(cfg: DictConfig) -> None:
+    """`profile` is one of PROFILES, and `profile=ncu` finds Nsight Compute's ncu before any case runs."""
+    profile = str(cfg.get("profile", "none"))
+    if profile not in PROFILES:
+        raise ConfigError(f"profile must be one of {', '.join(PROFILES)} (got '{profile}')")
+    if profile == "ncu" and shutil.which("ncu") is None:
+        raise ConfigError("profile=ncu needs Nsight Compute's ncu on PATH")
