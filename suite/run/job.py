@@ -40,6 +40,8 @@ class Job:
     """The run directory's name, recorded in every row."""
     cache_dir: str | None = None
     """Where backends keep compile caches for this run (`<run dir>/cache`); None: their own defaults."""
+    arch: str | None = None
+    """The SM architecture occupancy is computed for (device.arch); None: the GPU's own, else sm_90."""
 
     def impls(self) -> list[tuple[str, str, str]]:
         """What to run: each backend on each requested device it has a target for, each variant."""

@@ -51,6 +51,7 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
                     strict=bool(cfg.variants),
                     run_id=run_id or outdir.name,
                     cache_dir=str(outdir.resolve() / "cache"),
+                    arch=cfg.device.get("arch"),
                 )
             )
     return out

@@ -1,0 +1,102 @@
+"""On a CUDA device (`nox -s gpu`; skipped elsewhere): every registered CUDA kernel's numerics on awkward shapes,
+the suite's timer against triton.testing.do_bench, the read flush's effect on L2, and graph capture of real
+launchers. Each runs the suite's own machinery in this process, natively (tests/conftest.py turns emulation off
+under FUSEBENCH_GPU_TESTS=1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.run.runner import run
+from tests.conftest import make_config
+
+pytestmark = pytest.mark.gpu
+
+AWKWARD = {
+    "elementwise_chain": ["scenario.n=[1000003]"],
+    "layernorm": ["scenario.rows=[33]", "scenario.cols=[781,4097]"],
+    "rmsnorm": ["scenario.rows=[33]", "scenario.cols=[781,4097]"],
+    "softmax": ["scenario.rows=[33]", "scenario.cols=[1,781,8193]"],
+    "attention": ["scenario.seq_len=[193]", "scenario.head_dim=[64]", "scenario.causal=[false,true]"],
+    "matmul": ["scenario.m=[257]", "scenario.n=[129]", "scenario.k=[65]"],
+}
+"""Shapes no tile divides: the tails, masks and bounds checks of every CUDA kernel."""
+
+
+@pytest.mark.parametrize("family", sorted(AWKWARD))
+def test_every_cuda_kernel_is_right_on_the_device(family: str, tmp_path) -> None:
+    cfg = make_config(f"scenario={family}", "preset=S", *AWKWARD[family], "timing=quick", "device=cuda",
+                      "dtype=[float32,float16]", "isolate=false")  # fmt: skip
+    rows = run(cfg, tmp_path, show_progress=False)
+    cuda = rows[rows["device"] == "cuda"]
+    assert len(cuda) and (cuda["mode"] == "native").all(), cuda[["backend", "variant", "mode", "reason"]]
+    bad = cuda[~cuda["status"].isin(["ok", "unsupported"])]
+    assert bad.empty, bad[["backend", "variant", "dtype", "params", "status", "reason"]].to_string()
+    assert (cuda.loc[cuda["status"] == "ok", "max_rel_err"] <= cuda.loc[cuda["status"] == "ok", "tolerance"]).all()
+
+
+def _torch_on_shared_stream():
+    import torch
+
+    from suite.gpu import driver
+
+    return torch, torch.cuda.ExternalStream(driver.shared_stream())
+
+
+def test_the_event_timer_agrees_with_triton_do_bench_on_a_large_copy() -> None:
+    import numpy as np
+    import triton.testing
+
+    from suite.run.timing import CudaClock
+
+    torch, stream = _torch_on_shared_stream()
+    with torch.cuda.stream(stream):
+        src = torch.rand(1 << 26, device="cuda")
+        dst = torch.empty_like(src)
+        clock = CudaClock()
+        ours = float(np.median([clock.time(lambda: dst.copy_(src)) for _ in range(50)]))
+        theirs = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    assert abs(ours / theirs - 1) < 0.10, (ours, theirs)
+
+
+def test_the_flush_leaves_l2_cold_and_clean() -> None:
+    import numpy as np
+
+    from suite.gpu import driver
+    from suite.run.timing import CudaClock
+
+    torch, stream = _torch_on_shared_stream()
+    clock = CudaClock()
+    l2 = driver.l2_bytes()
+    with torch.cuda.stream(stream):
+        small = torch.rand(l2 // 16, device="cuda")  # a quarter of L2: warm, it is served from L2
+        other = torch.rand(l2, device="cuda")  # 4 × L2 of another buffer: what a cold read follows
+        out = torch.empty(1, device="cuda")
+
+        def read() -> None:
+            torch.sum(small, out=out)
+
+        start, end = driver.Event(), driver.Event()
+
+        def window(before) -> float:
+            before()
+            start.record(clock.stream)
+            read()
+            end.record(clock.stream)
+            return start.elapsed_ms(end)
+
+        warm = np.median([window(read) for _ in range(30)])
+        cold = np.median([window(lambda: torch.sum(other, out=out)) for _ in range(30)])
+        flushed = np.median([window(lambda: clock.flush(clock.stream)) for _ in range(30)])
+    assert flushed >= 0.9 * cold, (flushed, cold, warm)  # the flush evicts as well as a cold read
+    assert cold > warm, (cold, warm)  # the measurement can tell L2 from DRAM at all
+
+
+def test_graph_timing_captures_real_launchers(tmp_path) -> None:
+    cfg = make_config("scenario=softmax", "preset=S", "timing=quick", "timing.graphs=true", "device=cuda",
+                      "dtype=float32", "isolate=false")  # fmt: skip
+    rows = run(cfg, tmp_path, show_progress=False)
+    timed = rows[(rows["device"] == "cuda") & rows["time_ms"].notna()]
+    captured = timed[timed["time_graph_ms"].notna()]
+    assert len(captured) >= len(timed) // 2, timed[["backend", "variant", "extra"]].to_string()
+    assert (captured["time_graph_ms"] <= 1.5 * captured["time_ms"]).all()
