@@ -45,6 +45,7 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
         with turn:  # the job starts once it has its turn: job.json's start and end bound when it held the machine
             state = jobstate.begin(outdir, num, overrides, gpu)
             frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num)
+            jobstate.end(outdir, state, jobstate.DONE, rows=len(frame))  # before the next job's turn begins
     except ConfigError as exc:
         if state is not None:
             jobstate.end(outdir, state, jobstate.FAILED, str(exc))
@@ -60,7 +61,6 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
         if state is not None:
             jobstate.end(outdir, state, jobstate.FAILED, f"{type(exc).__name__}: {exc}")
         raise
-    jobstate.end(outdir, state, jobstate.DONE, rows=len(frame))
     if not serial:
         tally = ", ".join(f"{k} {v}" for k, v in sorted(Counter(frame["status"]).items())) or "none"
         print(f"job {num}: {len(frame)} rows ({tally}) in {time.monotonic() - started:.0f} s, {outdir}", flush=True)
