@@ -53,7 +53,7 @@ class Doubling(Scenario):
 
     def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
         b = params["n"] * np.dtype(dtype).itemsize
-        return {v: VariantLedger(v, (KernelTraffic("double", b, b, params["n"]),)) for v in BEHAVIOURS}
+        return {v: VariantLedger(v, (KernelTraffic("double", b, b, params["n"]),)) for v in self.variants}
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         return 1e-6 if dtype == "float32" else 1e-3

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from suite.core.backend import BACKENDS, Backend
-from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.registry import REGISTRY, KernelKey
-from suite.core.scenario import SCENARIOS, Params, Scenario
+from suite.core.scenario import SCENARIOS, Params
 from suite.core.targets import EMULATED, TARGETS, Availability, Target
+from tests.fakes import Doubling
 
 BEHAVIOURS = ("good", "oom_build", "oom_launch", "numba_oom", "illegal", "misaligned", "hang")
 SCENARIO, BACKEND, POOL = "fake_gpu", "fakegpu", "fakepool"
@@ -127,37 +127,17 @@ class FakePool(Backend):
     name = POOL
 
 
-class GpuDoubling(Scenario):
-    """y = 2·x on the fake GPU; variant names are the fake kernels' behaviours."""
+class GpuDoubling(Doubling):
+    """y = 2·x on the fake GPU (tests.fakes' family); variant names are the fake kernels' behaviours."""
 
     name = SCENARIO
-    inputs = ("x",)
     variants = BEHAVIOURS
-    baseline = "good"
     pairs = ()
     rivals = ()
-    axes = ("n",)
-    size_axis = "n"
     presets = {"S": {"n": [64]}, "M": {"n": [1000]}, "L": {"n": [10000]}}
-
-    def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return {"x": rng.uniform(1.0, 2.0, params["n"]).astype(dtype)}
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         return {"x": (params["n"],)}
-
-    def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
-        return 2.0 * inputs["x"].astype(np.float64)
-
-    def output_shape(self, params: Params) -> tuple[int, ...]:
-        return (params["n"],)
-
-    def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
-        b = params["n"] * np.dtype(dtype).itemsize
-        return {v: VariantLedger(v, (KernelTraffic("double", b, b, params["n"]),)) for v in BEHAVIOURS}
-
-    def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        return 1e-6 if dtype == "float32" else 1e-3
 
     def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int | None:
         return FOOTPRINT_PER_ELEMENT * params["n"] * np.dtype(dtype).itemsize
