@@ -87,7 +87,9 @@ def merge(sweep: Path, task_overrides: list[str], say: Any = print) -> pd.DataFr
         path = dirs.get(num, sweep / str(num))
         state = jobstate.read(path)
         overrides = expected[num] if num < len(expected) else list((state or {}).get("overrides", []))
-        rows = store.read(path / store.CSV_NAME) if (path / store.CSV_NAME).exists() else pd.DataFrame()
+        written = (path / store.CSV_NAME).exists()
+        run = store.load(path) if written else store.Run(path, pd.DataFrame(), pd.DataFrame())
+        rows = run.results
         if state is None and not rows.empty:
             state = {"status": jobstate.DONE}  # a job of a sweep made before jobs said how they ended
         if state is None or state.get("status") != jobstate.DONE:
@@ -96,8 +98,7 @@ def merge(sweep: Path, task_overrides: list[str], say: Any = print) -> pd.DataFr
             lost = failure_rows(sweep, num, overrides, path, rows, why)
             failures += lost
             rows = pd.concat([rows, _frame(lost)], ignore_index=True) if lost else rows
-        if (path / store.CSV_NAME).exists() or not rows.empty:
-            run = store.load(path) if (path / store.CSV_NAME).exists() else store.Run(path, rows, pd.DataFrame())
+        if written or not rows.empty:
             runs.append(replace(run, results=rows))
     tables = [dirs[n] / store.CSV_NAME for n in sorted(dirs) if (dirs[n] / store.CSV_NAME).exists()]
     frame = aggregate(tables, sweep / store.CSV_NAME, extra=failures)
