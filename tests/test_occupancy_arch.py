@@ -133,8 +133,7 @@ def test_rows_get_the_chosen_archs_occupancy_and_say_which(arch, fake_backend, o
     row = type("Row", (), {})()
     row.regs = row.spill_bytes = row.smem_bytes = row.occupancy = None
     row.extra = {}
-    with resources.occupancy_arch(arch):
-        resources.annotate(row, "cuda", [fake_backend])
+    resources.annotate(row, "cuda", [fake_backend], arch=arch)
     expected = occupancy(128, 64, 49152, limits_for(arch))
     assert row.occupancy == round(expected.fraction, 4) and row.extra["occupancy_arch"] == arch
     (k,) = row.extra["kernels"]
@@ -142,17 +141,16 @@ def test_rows_get_the_chosen_archs_occupancy_and_say_which(arch, fake_backend, o
     assert "occupancy_arch_note" not in row.extra
 
 
-def test_the_arch_is_restored_after_the_block_and_a_fallback_is_noted(fake_backend, own_arch):
+def test_the_arch_asked_for_wins_and_a_fallback_is_noted(fake_backend, own_arch):
     own_arch("12.0")
-    with resources.occupancy_arch("sm_86"):
-        assert resources.resolve_arch()[0] == "sm_86"
+    assert resources.resolve_arch("sm_86")[0] == "sm_86"
     summary = resources.for_row([fake_backend])
     assert summary["arch"] == "sm_90" and "sm_120" in summary["arch_note"]
     assert summary["kernels"][0]["occupancy"] == round(occupancy(128, 64, 49152, limits_for("sm_90")).fraction, 4)
 
 
 def test_execute_builds_under_the_jobs_arch(monkeypatch, tmp_path):
-    """execute() computes a case's resources for the job's `arch` (device.arch), and for the default outside."""
+    """A case's resources are computed for the job's `arch` (device.arch), as the runner passes it."""
     from suite.core.scenario import SCENARIOS
     from suite.run import check, execute
     from suite.run.job import Case
@@ -164,7 +162,7 @@ def test_execute_builds_under_the_jobs_arch(monkeypatch, tmp_path):
     seen = []
 
     def build_and_check(key, avail, job, data, scn):
-        seen.append(resources.resolve_arch()[0])
+        seen.append(resources.resolve_arch(job.arch)[0])
         return Check("error", "not built in this test"), None
 
     monkeypatch.setattr(check, "build_and_check", build_and_check)
@@ -174,7 +172,6 @@ def test_execute_builds_under_the_jobs_arch(monkeypatch, tmp_path):
     job.arch = "sm_89"  # device.arch, as the runner passes it
     rows = execute.execute(job, SCENARIOS[job.scenario], Case(job.scenario, job.params, job.dtype, 7, seed=1), {})
     assert seen == ["sm_89"] and rows[0].status == "error"
-    assert resources._ARCH == [None]
 
 
 PROBE = r"""
@@ -262,3 +259,18 @@ def test_the_table_matches_the_drivers_occupancy_api():
         f"{len(mismatches)} of {checked} differ (threads, regs, static, dynamic, driver, ours, limiter): "
         f"{mismatches[:10]}"
     )
+
+
+def test_the_check_computes_resources_for_the_jobs_arch(monkeypatch):
+    """check's resource stage hands the job's `arch` (device.arch) to the analysis."""
+    from types import SimpleNamespace
+
+    from suite.core.registry import KernelKey
+    from suite.run import check
+
+    seen = {}
+    monkeypatch.setattr(resources, "annotate", lambda row, device, specs, built_for, arch=None: seen.update(arch=arch))
+    job = SimpleNamespace(params={"n": 8}, arch="sm_89")
+    built = SimpleNamespace(run_params={"n": 8})
+    check._resources(KernelKey("s", "b", "v", "cuda"), None, built, job, None, [])
+    assert seen == {"arch": "sm_89"}

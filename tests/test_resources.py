@@ -247,7 +247,7 @@ def test_annotate_never_fails_a_row(monkeypatch) -> None:
     assert failed.regs is None and failed.occupancy is None and failed.status == "ok"
     assert "ptxas died" in failed.extra["resources"] and "not recorded" in failed.extra["resources"]
 
-    monkeypatch.setattr(resources, "for_row", lambda specs: 1 / 0)
+    monkeypatch.setattr(resources, "for_row", lambda specs, arch=None: 1 / 0)
     broken = row()
     resources.annotate(broken, "cuda", [_cupy_spec("x", "k")])
     assert broken.extra["resources"].startswith("resource analysis failed: ZeroDivisionError")

@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,8 @@ from suite.gpu.assemble import read
 from suite.gpu.occupancy import ARCHS, limits_for, occupancy
 
 __all__ = ["STATS", "KernelSpec", "ResourceError", "Unrecorded", "analyse", "annotate", "cache_path",
-           "clear_memory_cache", "compiled_resources", "for_row", "loaded_attributes", "occupancy_arch",
-           "recording", "resolve_arch"]  # fmt: skip
+           "clear_memory_cache", "compiled_resources", "for_row", "loaded_attributes", "recording",
+           "resolve_arch"]  # fmt: skip
 
 SCHEMA = 2
 """Bump when what a cached compile result holds changes."""
@@ -148,18 +148,6 @@ def _compile(spec: KernelSpec) -> dict[str, Any]:
 # --- the architecture occupancy is computed for -------------------------------------------------------------
 
 DEFAULT_ARCH = "sm_90"
-_ARCH: list[str | None] = [None]
-"""`device.arch` of the case being run (set by `occupancy_arch`); None: the GPU's own, else DEFAULT_ARCH."""
-
-
-@contextlib.contextmanager
-def occupancy_arch(arch: str | None) -> Iterator[None]:
-    """Compute occupancy for `arch` (None: the GPU's own, else sm_90) inside the block."""
-    _ARCH.append(arch)
-    try:
-        yield
-    finally:
-        _ARCH.pop()
 
 
 @functools.cache
@@ -181,9 +169,8 @@ def _own_arch() -> tuple[str, str]:
 
 
 def resolve_arch(arch: str | None = None) -> tuple[str, str]:
-    """The architecture occupancy is computed for, and a note where it is not the one asked for: `arch` (or
-    the one `occupancy_arch` set) where given, else this GPU's own, else sm_90. An unknown name is refused."""
-    arch = arch if arch is not None else _ARCH[-1]
+    """The architecture occupancy is computed for, and a note where it is not the one asked for: `arch`
+    (device.arch) where given, else this GPU's own, else sm_90. An unknown name is refused."""
     if arch is not None:
         limits_for(arch)  # ValueError naming the known ones
         return arch, ""
@@ -273,7 +260,13 @@ def for_row(specs: Sequence[KernelSpec | Unrecorded], arch: str | None = None) -
     return out
 
 
-def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded], built_for: str | None = None) -> None:
+def annotate(
+    row: Any,
+    device: str,
+    specs: Sequence[KernelSpec | Unrecorded],
+    built_for: str | None = None,
+    arch: str | None = None,
+) -> None:
     """Fill a results row's regs / spill_bytes / smem_bytes / occupancy, extra["kernels"] and
     extra["occupancy_arch"] (the architecture occupancy was computed for; extra["occupancy_arch_note"] says
     why where it is not the GPU's own); on a CPU target, or where nothing could be analysed, extra["resources"]
@@ -289,7 +282,7 @@ def annotate(row: Any, device: str, specs: Sequence[KernelSpec | Unrecorded], bu
         if not specs:
             row.extra["resources"] = "no kernels recorded (the entry did not build, or does not record its kernels)"
             return
-        summary = for_row(specs)
+        summary = for_row(specs, arch)
         row.regs, row.spill_bytes = summary["regs"], summary["spill_bytes"]
         row.smem_bytes, row.occupancy = summary["smem_bytes"], summary["occupancy"]
         row.extra["kernels"], row.extra["occupancy_arch"] = summary["kernels"], summary["arch"]

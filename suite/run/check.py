@@ -171,7 +171,7 @@ def _resources(
     if key.device == "cuda" and check.run_params != job.params:
         specs, built_for = _case_specs(key, avail, check, job, scn, specs)
     found = SimpleNamespace(regs=None, spill_bytes=None, smem_bytes=None, occupancy=None, extra={})
-    resources.annotate(found, key.device, specs, built_for)
+    resources.annotate(found, key.device, specs, built_for, arch=job.arch)
     return KernelResources(found.regs, found.spill_bytes, found.smem_bytes, found.occupancy, found.extra)
 
 

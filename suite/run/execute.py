@@ -5,9 +5,8 @@ timing, rates and the comparison need them all (see `suite.run.measure`). Every 
 `suite.run.assemble` makes the rows from them at the end. Nothing here stops the sweep: a failure is a stage
 result with a status and a reason.
 
-Two things of the case's GPU are taken here: the architecture its kernels' occupancy is computed for (the job's
-`arch`, from `device.arch`; see `suite.gpu.resources.resolve_arch`), and whether NVML saw the GPU's clocks held
-back while its CUDA implementations were timed (`throttled`, sampled just before and just after the timing).
+Whether NVML saw the GPU's clocks held back while the case's CUDA implementations were timed is taken here
+(`throttled`, sampled just before and just after the timing).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
-from suite.gpu import nvml, resources
+from suite.gpu import nvml
 from suite.run import check, measure
 from suite.run.assemble import assemble
 from suite.run.ceiling import Ceiling
@@ -48,10 +47,9 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
         stages = Stages(check.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
         if stages.availability.runs:
             notify((key.backend, key.device, key.variant))
-            with resources.occupancy_arch(getattr(job, "arch", None)):
-                built, found_resources = check.build_and_check(key, stages.availability, job, data, scn)
+            built, resources = check.build_and_check(key, stages.availability, job, data, scn)
             check.save_io(key, built, job, data)
-            stages = Stages(stages.availability, stages.ledger, built, found_resources)
+            stages = Stages(stages.availability, stages.ledger, built, resources)
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
