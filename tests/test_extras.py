@@ -5,11 +5,13 @@ CUDA build)."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11 and newer
 
 EXTRAS = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 

@@ -10,7 +10,9 @@ succeed and only the worker's restart can help (`suite.run.worker`).
 The inputs are uploaded, the output allocated and poisoned on whatever stream each library queues copies on
 (CuPy's and torch's: the legacy default stream), while kernels launch on the suite's shared stream, created
 non-blocking: nothing orders the two. A device-wide synchronisation comes between them, and another between the
-first launch and the read-back.
+first launch and the read-back. A CUDA implementation whose numerics pass is launched once more behind a hold
+of the shared stream: one with a kernel elsewhere, outside the timer's events, is an `error`
+(`suite.run.stream_check`).
 
 CUDA kernels without a GPU run in emulation (on a slice of the case where it is large) for numerics only; their
 resources are still those of the case's kernels.
@@ -35,7 +37,7 @@ from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import Params, Scenario
 from suite.gpu import resources
-from suite.run import faults, footprint
+from suite.run import faults, footprint, stream_check
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
 
@@ -118,11 +120,31 @@ def build_and_check(
         return replace(built, status=failed[0], reason=failed[1], compile_ms=compile_ms, launcher=launcher), found
     max_rel_err, problem = numerics.judge(out, ref, tol)
     status, reason = ("mismatch", problem) if problem else ("ok", "")
+    notes = registry.notes(launcher)
+    if status == "ok" and mode == targets.NATIVE and key.device == "cuda":
+        discipline = _stream_discipline(launcher, device_out, target, job, key, avail)
+        notes = {**notes, "stream": discipline.note}
+        if discipline.ok is False:
+            status, reason = "error", discipline.reason
     if mode == targets.EMULATED and not reason:
         where = f" on the slice {built.checked_params}" if built.checked_params else " on the whole case"
         reason = f"{target.probe().reason}; numerics checked{where}"
     return replace(built, status=status, reason=reason, compile_ms=compile_ms, max_rel_err=max_rel_err, out=out,
-                 launcher=launcher, notes=registry.notes(launcher)), found  # fmt: skip
+                 launcher=launcher, notes=notes), found  # fmt: skip
+
+
+def _stream_discipline(launcher: Any, device_out: Any, target: targets.Target, job: Job, key: KernelKey,
+                       avail: Availability) -> stream_check.Discipline:  # fmt: skip
+    """Whether every kernel of a CUDA launcher runs on the shared stream (`suite.run.stream_check`); a check
+    that cannot be made (an output without `__cuda_array_interface__`, a driver call failing) is unchecked."""
+    try:
+        stream = options(job, key, avail.mode)["stream"]
+        return stream_check.check(launcher, stream_check.device_probe(device_out, target, stream))
+    except Exception as exc:
+        fault = faults.classify(exc)
+        if fault is not None and fault.sticky:
+            raise faults.ContextLost(fault.what, fault.detail) from exc
+        return stream_check.Discipline(None, f"stream discipline not checked: {type(exc).__name__}: {exc}")
 
 
 def _failure(key: KernelKey, exc: Exception) -> tuple[tuple[str, str], bool]:
