@@ -2,9 +2,10 @@
 
 Everything is derived from the results table. Tables are plain GitHub markdown (suite.core.markdown, no
 tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`, and right
-after it, where hand-fused kernels were timed beside the compiler, how they fared (`suite.report.rivals`). Each
-scenario's part has the same sections whatever the family; a family adds its own through `Scenario.captions`
-and `Scenario.report_sections`.
+after it, where hand-fused kernels were timed beside the compiler, how they fared (`suite.report.rivals`). After
+the crossover, where CUDA rows were also timed from graphs, how much of fusion's gain was launch overhead and how
+much remains (`suite.report.launch_split`). Each scenario's part has the same sections whatever the family; a
+family adds its own through `Scenario.captions` and `Scenario.report_sections`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
-from suite.report import measured, pressure, rivals, tables
+from suite.report import launch_split, measured, pressure, rivals, tables
 from suite.report.throttle import flagged
 from suite.report.verdict import verdicts
 
@@ -108,6 +109,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += [text for text in [rivals.section(rows)] if text]
     parts += ["### Speedup: measured vs predicted", tables.speedup_table(pairs, axis)]
     parts += ["### Crossover", tables.crossover_table(pairs)]
+    parts += [text for text in [launch_split.section(rows)] if text]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)

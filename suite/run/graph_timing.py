@@ -3,7 +3,7 @@ and replayed, timed interleaved like the launchers themselves.
 
 A replay is one host call however many kernels the launcher queues, so `time_ms - time_graph_ms` is what the
 host's launch overhead cost the variant and `time_graph_ms` is its kernels alone. Fusion's gain splits the same
-way: the unfused variant's extra launches on one side, its extra traffic on the other (suite.report.launches).
+way: the unfused variant's extra launches on one side, its extra traffic on the other (suite.report.launch_split).
 A launcher a graph cannot hold (it allocates, synchronises, or launches off the shared stream) keeps its row
 and timing; `extra.graph` says why it was not captured.
 """
