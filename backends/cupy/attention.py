@@ -28,11 +28,14 @@ from backends.cupy import BACKEND, TARGET
 from backends.cupy.attention_kernels import NAMES, ROW_THREADS, ROWS, shared_bytes, source
 from backends.cupy.build import build
 from backends.cupy.device import CTYPES
-from suite.core.launch import cdiv
+from suite.core.launch import cdiv, require_grids
 from suite.core.registry import Launcher, kernel
 
 SHARED_LIMIT = 48 * 1024
 """Static shared memory per block without an opt-in."""
+TILED_GRID = ("query tiles", "batch·heads")
+"""What the dimensions of the tiled kernels' grid count (`grid_problem` names them in a refusal)."""
+TOO_MANY_HEADS = "lower batch or heads: every (batch, head) is a row of blocks along grid y"
 
 
 def _compiled(params: dict, dtype: str, names: tuple[str, ...]) -> list[Any]:
@@ -79,24 +82,31 @@ def _tiled(params: dict) -> tuple[tuple[int, int], tuple[int], np.int32, np.floa
     )
 
 
+def _softmax_grid(params: dict) -> tuple[tuple[int], int]:
+    """The unfused softmax's grid (blocks of ROWS rows of S) and its rows, batch·heads·seq_len."""
+    rows = params["batch"] * params["heads"] * params["seq_len"]
+    return (cdiv(rows, ROWS),), rows
+
+
 @kernel(scenario="attention", backend="cupy", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    (flash,) = _compiled(params, _dtype(inputs, out), NAMES["fused"])
     grid, block, seq_len, scale = _tiled(params)
+    require_grids("cupy attention", [(grid, TILED_GRID)], TOO_MANY_HEADS)
+    (flash,) = _compiled(params, _dtype(inputs, out), NAMES["fused"])
     return _launcher([(flash, grid, block, (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale))], opts)
 
 
 @kernel(scenario="attention", backend="cupy", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
+    (grid, block, seq_len, scale), (row_grid, rows) = _tiled(params), _softmax_grid(params)
+    require_grids("cupy attention", [(grid, TILED_GRID), (row_grid, (f"blocks of {ROWS} rows",))], TOO_MANY_HEADS)
     dtype = _dtype(inputs, out)
     scores, softmax, pv = _compiled(params, dtype, NAMES["unfused"])
-    grid, block, seq_len, scale = _tiled(params)
     shape = (params["batch"], params["heads"], params["seq_len"], params["seq_len"])
     s, p = TARGET.empty(shape, dtype), TARGET.empty(shape, dtype)
-    rows = params["batch"] * params["heads"] * params["seq_len"]
     launches = [
         (scores, grid, block, (inputs["q"], inputs["k"], s, seq_len, scale)),
-        (softmax, (cdiv(rows, ROWS),), (ROWS * ROW_THREADS,), (s, p, np.int64(rows), seq_len)),
+        (softmax, row_grid, (ROWS * ROW_THREADS,), (s, p, np.int64(rows), seq_len)),
         (pv, grid, block, (p, inputs["v"], out, seq_len)),
     ]
     return _launcher(launches, opts)

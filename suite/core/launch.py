@@ -3,10 +3,15 @@
 CuPy, Numba and Triton kernels of one case must cut a row into the same chunks and give it the same threads,
 or the resource report and the timings would compare different launches rather than different libraries; so
 the arithmetic lives here once. Everything takes and returns positive Python ints, on the host, before a
-launch (device code does its own indexing).
+launch (device code does its own indexing). So do CUDA's grid limits (`grid_problem`): a launch they refuse
+becomes a skipped row with the reason, before any work, rather than an error the device reports later.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+from suite.core.targets import NotRunnable
 
 MAX_ITEMS = 64
 """Row values one thread of a row kernel holds in registers (or a local array) by default: at 128 ptxas spills,
@@ -33,3 +38,31 @@ def row_threads(chunk: int, threads: int, max_items: int = MAX_ITEMS) -> int:
     of a chunk's columns (at least a warp: each thread takes a few columns), and more where a chunk would need
     more than `max_items` each; never above 1024. The options were checked against the backend's schema."""
     return min(1024, max(min(threads, max(32, chunk // 4)), chunk // max_items))
+
+
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+"""The most blocks CUDA launches along grid x, y and z (every architecture since sm_30)."""
+
+
+def grid_problem(grid: Sequence[int], meaning: Sequence[str] = ()) -> str | None:
+    """Why CUDA would refuse to launch `grid` (blocks along x, y, z), or None where it launches: the first
+    dimension out of range, its value and the limit, with what that dimension counts where `meaning` names it
+    ("grid y = batch·heads = 70000 exceeds CUDA's 65535"). A refused launch fails only on the device, with an
+    "invalid argument" that names nothing, so launchers ask this before they allocate or compile anything."""
+    if not 1 <= len(grid) <= len(GRID_LIMITS):
+        return f"a grid has 1 to {len(GRID_LIMITS)} dimensions, not {len(grid)}"
+    for i, (size, limit) in enumerate(zip(grid, GRID_LIMITS, strict=False)):
+        what = f"grid {'xyz'[i]} = " + (f"{meaning[i]} = " if i < len(meaning) else "") + f"{size}"
+        if size < 1:
+            return f"{what}: CUDA launches no empty grid"
+        if size > limit:
+            return f"{what} exceeds CUDA's {limit}"
+    return None
+
+
+def require_grids(who: str, grids: Sequence[tuple[Sequence[int], Sequence[str]]], advice: str) -> None:
+    """Raise NotRunnable("{who}: {problem}; {advice}") for the first of `grids` ((grid, meaning) pairs) that
+    CUDA would refuse: the case is valid, this launch geometry cannot carry it on any CUDA device."""
+    for grid, meaning in grids:
+        if problem := grid_problem(grid, meaning):
+            raise NotRunnable(f"{who}: {problem}; {advice}")

@@ -32,7 +32,7 @@ from backends.numba import simulating, stream_arg
 from backends.numba.on_cuda.attention_kernels import ROW_THREADS, ROWS, kernel_sources_for
 from backends.numba.on_cuda.attention_tiles import config
 from backends.numba.record import record_numba
-from suite.core.launch import cdiv
+from suite.core.launch import cdiv, require_grids
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -43,6 +43,9 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 DTYPES = ("float32", "float16")
 SHARED_LIMIT = 48 * 1024
 """Static shared memory a Numba kernel may use (more needs an opt-in Numba cannot make)."""
+TILED_GRID = ("query tiles", "batch·heads")
+"""What the dimensions of the tiled kernels' grid count (`grid_problem` names them in a refusal)."""
+TOO_MANY_HEADS = "lower batch or heads: every (batch, head) is a row of blocks along grid y"
 
 
 def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Callable[..., None], str]]:
@@ -99,29 +102,34 @@ def _check(inputs: dict[str, Any], out: Any) -> None:
 
 
 def _grid(params: dict) -> tuple[int, int]:
-    return cdiv(params["seq_len"], params["block_m"]), params["batch"] * params["heads"]
+    """The tiled kernels' grid; NotRunnable, before anything is allocated or compiled, where CUDA cannot launch it."""
+    grid = (cdiv(params["seq_len"], params["block_m"]), params["batch"] * params["heads"])
+    require_grids("numba/cuda attention", [(grid, TILED_GRID)], TOO_MANY_HEADS)
+    return grid
 
 
 @kernel(scenario="attention", backend="numba", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """One kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
+    grid = _grid(params)
     _check(inputs, out)
     scale = np.float32(1.0 / math.sqrt(params["head_dim"]))
     args = (inputs["q"], inputs["k"], inputs["v"], out, scale)
-    return _launcher([("flash", _grid(params), 2 * params["block_m"], args)], params, opts)
+    return _launcher([("flash", grid, 2 * params["block_m"], args)], params, opts)
 
 
 @kernel(scenario="attention", backend="numba", variant="unfused", device="cuda")
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """Scores, softmax and P·V as three kernels; S and P (L×L per head) stored in the case's dtype."""
+    grid, row_grid = _grid(params), (cdiv(params["batch"] * params["heads"] * params["seq_len"], ROWS),)
+    require_grids("numba/cuda attention", [(row_grid, (f"blocks of {ROWS} rows",))], TOO_MANY_HEADS)
     _check(inputs, out)
     shape = (params["batch"], params["heads"], params["seq_len"], params["seq_len"])
     s, p = cuda.device_array(shape, dtype=out.dtype), cuda.device_array(shape, dtype=out.dtype)
-    scale, grid, threads = np.float32(1.0 / math.sqrt(params["head_dim"])), _grid(params), 2 * params["block_m"]
-    rows = params["batch"] * params["heads"] * params["seq_len"]
+    scale, threads = np.float32(1.0 / math.sqrt(params["head_dim"])), 2 * params["block_m"]
     steps = [
         ("scores", grid, threads, (inputs["q"], inputs["k"], s, scale)),
-        ("softmax", (cdiv(rows, ROWS),), ROWS * ROW_THREADS, (s, p)),
+        ("softmax", row_grid, ROWS * ROW_THREADS, (s, p)),
         ("pv", grid, threads, (p, inputs["v"], out)),
     ]
     return _launcher(steps, params, opts)
