@@ -24,15 +24,21 @@ class NVMLError(Exception):
     """pynvml's error type, as the fake raises it."""
 
 
-def fake_pynvml(masks=(0,), fail=(), old=False) -> types.ModuleType:
+def fake_pynvml(masks=(0,), fail=(), old=False, temperatures=(61,)) -> types.ModuleType:
     """A stand-in for nvidia-ml-py: an H200 at 1980/2619 MHz of 1980/3201, 412.3 of 700 W, 61 °C; each throttle
-    reading takes the next of `masks` (the last repeats); a call named in `fail` raises NVMLError; `old`: only
-    the pre-12.535 throttle getter exists."""
+    reading takes the next of `masks` and each temperature reading the next of `temperatures` (the last of each
+    repeats); a call named in `fail` raises NVMLError; `old`: only the pre-12.535 throttle getter exists."""
     m = types.ModuleType("pynvml")
     m.NVMLError = NVMLError
     m.calls = []
     readings = iter(masks)
     last = [masks[0]]
+    heat = iter(temperatures)
+    hot = [temperatures[0]]
+
+    def next_temperature(handle, sensor):
+        hot[0] = next(heat, hot[0])
+        return hot[0] if sensor == 0 else -1
 
     def call(name, value):
         def fn(*args):
@@ -59,7 +65,7 @@ def fake_pynvml(masks=(0,), fail=(), old=False) -> types.ModuleType:
     call("nvmlDeviceGetMaxClockInfo", lambda h, kind: {1: 1980, 2: 3201}[kind])
     call("nvmlDeviceGetEnforcedPowerLimit", 700_000)
     call("nvmlDeviceGetPowerUsage", 412_345)
-    call("nvmlDeviceGetTemperature", lambda h, sensor: 61 if sensor == 0 else -1)
+    call("nvmlDeviceGetTemperature", next_temperature)
     call("nvmlDeviceGetCurrentClocksThrottleReasons", next_mask)
     if not old:
         call("nvmlDeviceGetCurrentClocksEventReasons", next_mask)
@@ -74,10 +80,12 @@ def install(monkeypatch):
         monkeypatch.setitem(sys.modules, "pynvml", module)
         monkeypatch.setattr(nvml, "cuda_pci_bus_id", lambda: bus)
         nvml._session.cache_clear()
+        nvml._session_of.cache_clear()
         return module
 
     yield put
     nvml._session.cache_clear()
+    nvml._session_of.cache_clear()
 
 
 def test_snapshot_fields(install):
@@ -158,6 +166,72 @@ def test_the_run_environment_holds_the_start_snapshot(install, monkeypatch):
     assert "nvml" not in provenance.environment(False)  # no GPU: NVML is not asked
     install(None)
     assert "nvml" not in provenance.environment(True)
+
+
+def test_a_gpu_named_by_its_uuid_is_read_without_cuda(install, monkeypatch):
+    """The run's end is read in the worker's parent, which must not open a CUDA context to find the GPU."""
+    fake = install(fake_pynvml())
+    monkeypatch.setattr(nvml, "cuda_pci_bus_id", lambda: pytest.fail("CUDA asked for the bus id"))
+    assert nvml.snapshot(uuid="GPU-0c3a")["name"] == "NVIDIA H200"
+    assert ("nvmlDeviceGetHandleByUUID", (b"GPU-0c3a",)) in fake.calls
+    install(fake_pynvml(fail={"nvmlDeviceGetHandleByUUID"}))  # a GPU NVML no longer knows: nothing, no raise
+    assert nvml.snapshot(uuid="GPU-0c3a") == {}
+
+
+def test_the_end_reading_is_added_beside_the_start(install, monkeypatch):
+    install(fake_pynvml(temperatures=(44, 71)))
+    monkeypatch.setattr(provenance, "gpu", lambda: {"name": "NVIDIA H200"})
+    env = provenance.environment(True)
+    ended = provenance.ended(env)
+    assert ended["nvml"]["start"]["temperature_c"] == 44 and ended["nvml"]["end"]["temperature_c"] == 71
+    assert ended["nvml"]["end"]["uuid"] == env["nvml"]["start"]["uuid"] and "end" not in env["nvml"]
+    assert provenance.ended(provenance.environment(False)) == provenance.environment(False)  # no GPU: no-op
+    install(None)  # NVML gone by the end: the start reading stands alone
+    assert provenance.ended(env) is env
+
+
+def test_a_run_records_nvml_at_its_start_and_after_its_cases(install, monkeypatch, tmp_path):
+    """The fake GPU warms by a degree each reading; a case logs itself among NVML's calls: the start reading
+    precedes every case, the end reading follows the last, and environment.json holds both."""
+    import json
+
+    from suite.run import worker
+    from suite.run.runner import run
+    from tests.conftest import make_config
+
+    fake = install(fake_pynvml(temperatures=tuple(range(40, 100))))
+    monkeypatch.setattr(provenance, "gpu", lambda: {"name": "NVIDIA H200"})
+    environment = provenance.environment
+    monkeypatch.setattr(provenance, "environment", lambda has_gpu: environment(True))
+    case = worker.Session.run
+
+    def logged(self, job, notify=None):
+        fake.calls.append(("case", ()))
+        return case(self, job, notify)
+
+    monkeypatch.setattr(worker.Session, "run", logged)
+    cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
+                      "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
+    run(cfg, tmp_path, show_progress=False)
+    env = json.loads((tmp_path / "environment.json").read_text())
+    start, end = env["nvml"]["start"], env["nvml"]["end"]
+    assert end["uuid"] == start["uuid"] == "GPU-0c3a" and end["temperature_c"] > start["temperature_c"]
+    order = [name for name, _ in fake.calls if name in ("case", "nvmlDeviceGetTemperature")]
+    assert order[0] == order[-1] == "nvmlDeviceGetTemperature" and order.count("case") >= 1
+    assert order.count("nvmlDeviceGetTemperature") == 2
+
+
+def test_a_run_without_nvml_writes_no_reading(install, tmp_path):
+    import json
+
+    from suite.run.runner import run
+    from tests.conftest import make_config
+
+    install(None)
+    cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
+                      "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
+    run(cfg, tmp_path, show_progress=False)
+    assert "nvml" not in json.loads((tmp_path / "environment.json").read_text())
 
 
 def _stages(device_mode: str, timed: bool) -> Stages:

@@ -3,7 +3,8 @@
 Two runs on "the same" GPU can differ because one ran at a lower clock: a power cap, a hot card, a power brake.
 `snapshot()` records the GPU (driver and CUDA versions, name, UUID) and its state (SM and memory clocks, current
 and maximum, power limit and draw, temperature, the clock-throttle reasons) for the run's environment.json;
-`throttle_reasons()` is the part a timed row needs, sampled around its timing. NVML's bit mask is decoded to
+`throttle_reasons()` is the part a timed row needs, sampled around its timing. The run reads a snapshot as it
+starts and, of the same GPU by its UUID, as it ends (suite.run.provenance). NVML's bit mask is decoded to
 words (`THROTTLE_BITS`, from nvml.h's nvmlClocksEventReason* / nvmlClocksThrottleReason*); an idle GPU and
 clocks limited by the applications-clocks setting are not throttling and are left out.
 
@@ -16,7 +17,6 @@ those CUDA_VISIBLE_DEVICES lets it see.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 from collections.abc import Callable, Iterable
@@ -66,6 +66,19 @@ def _session() -> tuple[Any, Any] | None:
         return None
 
 
+@functools.cache
+def _session_of(uuid: str) -> tuple[Any, Any] | None:
+    """(pynvml, the handle of the GPU with this UUID), found by NVML alone: a process that opened no CUDA context
+    (the worker's parent, reading the run's end) reads the GPU the worker's own reading named; None without it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+    except Exception:
+        return None
+
+
 def _handle(nvml: Any) -> Any:
     """NVML's handle of the GPU CUDA calls device 0: by PCI bus id, else by what CUDA_VISIBLE_DEVICES names
     first (an index or a UUID), else NVML's device 0: the first of these NVML answers."""
@@ -89,11 +102,7 @@ def cuda_pci_bus_id() -> str | None:
     try:
         from suite.gpu import driver
 
-        driver.context()  # cuInit, and the primary context every backend uses anyway
-        buf = ctypes.create_string_buffer(64)
-        if driver._lib().cuDeviceGetPCIBusId(buf, 64, 0) != 0:
-            return None
-        return buf.value.decode() or None
+        return driver.pci_bus_id() or None
     except Exception:
         return None
 
@@ -136,11 +145,12 @@ def _watts(milliwatts: Any) -> float | None:
     return round(milliwatts / 1000, 1) if isinstance(milliwatts, int | float) else None
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot(uuid: str | None = None) -> dict[str, Any]:
     """The GPU and its state now: driver_version, cuda_version, name, uuid, sm_clock_mhz, sm_clock_max_mhz,
     mem_clock_mhz, mem_clock_max_mhz, power_limit_w, power_draw_w, temperature_c, throttle_reasons (a list,
-    empty where none) and throttle_mask; {} without NVML."""
-    found = _session()
+    empty where none) and throttle_mask; {} without NVML. `uuid` names the GPU (no CUDA call is made), else
+    CUDA's device 0."""
+    found = _session() if uuid is None else _session_of(uuid)
     if found is None:
         return {}
     nvml, h = found

@@ -103,7 +103,7 @@ def environment(has_gpu: bool) -> dict[str, Any]:
     """Everything a later comparison may need to explain a difference: every installed distribution and its
     version, Python, the OS, the CPU's model, flags and threads, and the GPU's name and driver where there is one,
     with what NVML says of it as the run starts (`nvml.start`: clocks, power, temperature, throttling; see
-    `suite.gpu.nvml`; absent without NVML), read once as the worker starts and not again when the run ends."""
+    `suite.gpu.nvml`; absent without NVML), read once as the worker starts; `ended` adds the reading at the end."""
     dists = {d.metadata["Name"]: d.version for d in distributions() if d.metadata["Name"]}
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -123,6 +123,16 @@ def environment(has_gpu: bool) -> dict[str, Any]:
         if start := nvml.snapshot():
             env["nvml"] = {"start": start}
     return env
+
+
+def ended(environment: dict[str, Any]) -> dict[str, Any]:
+    """`environment` with NVML's reading of the same GPU as the run ends (`nvml.end`), so a run that heated the
+    card or lost clock on the way says so beside how it started; `environment` itself, unchanged, where there
+    was no start reading (no GPU, no NVML), it named no UUID, or the end cannot be read. Found by UUID: the
+    process that calls this need not be the worker that read the start, and opens no CUDA context for it."""
+    start = environment.get("nvml", {}).get("start") or {}
+    end = nvml.snapshot(uuid=start["uuid"]) if start.get("uuid") else {}
+    return {**environment, "nvml": {**environment["nvml"], "end": end}} if end else environment
 
 
 def _override(key: str, value: Any) -> str:

@@ -3,21 +3,23 @@
 Cases are sent to the worker one at a time; every row is appended to results.csv and flushed the moment the
 case returns. A timeout or a crashed worker turns the case into `error` rows; Ctrl-C stops the sweep but keeps
 every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
-environment.json (what the run ran on, from the worker), ceilings.json, and at the end (or on Ctrl-C) the typed
-Parquet copies of the rows and their repetitions (`suite.core.store`).
+environment.json (what the run ran on, from the worker; NVML's reading of the GPU added again as the last case
+returns), ceilings.json, and at the end (or on Ctrl-C) the typed Parquet copies of the rows and their
+repetitions (`suite.core.store`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from suite.core import store
 from suite.core.row import params_json
-from suite.run import assemble, profile, progress
+from suite.run import assemble, profile, progress, provenance
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
@@ -73,7 +75,8 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
     (outdir / "ceilings.json").write_text(
         json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
     )
-    store.write_environment(outdir, worker.info["environment"])
+    environment = worker.info["environment"]  # a restarted worker's info holds its own, later start reading
+    store.write_environment(outdir, environment)
     try:
         with progress.Bar(len(todo), enabled=show_progress, job=job) as bar:
             for job in todo:
@@ -88,7 +91,16 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
                     table.append(row)
                 bar.advance(rows)
     finally:
+        _record_end(outdir, environment)
         worker.close()
         table.close()
         store.write_parquet(outdir)
     return read(table.path)
+
+
+def _record_end(outdir: Path, environment: dict[str, Any]) -> None:
+    """environment.json again, with NVML's reading of the GPU after the last case (`provenance.ended`), taken
+    before the worker closes so the GPU is read as the cases left it; untouched where there is none."""
+    ended = provenance.ended(environment)
+    if ended is not environment:
+        store.write_environment(outdir, ended)
