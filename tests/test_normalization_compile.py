@@ -3,7 +3,8 @@
 Triton's compiler and Numba's PTX compiler cannot run where TRITON_INTERPRET / NUMBA_ENABLE_CUDASIM are set
 (this test session sets both), so they run in a subprocess without them. Triton kernels are compiled at the
 launcher's num_warps and their PTX assembled by ptxas; CuPy's sources go through NVRTC. None may spill, for
-the default tile (4096 columns) and for the largest (16384, the chunked path, where registers are tightest).
+the default tile (4096 columns) and for the largest (16384, the chunked path, where registers are tightest);
+CuPy's also not at 1024 threads a block, where a thread has 64 registers at most.
 """
 
 from __future__ import annotations
@@ -112,6 +113,26 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
         kernel = compile_sm90(*source)
         r = nvrtc_resources(kernel)
         assert kernel.cubin and r.registers > 0, kernel.log
+        assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cupy_kernels_fit_a_block_of_1024_threads(dtype: str) -> None:
+    """A block of 1024 threads leaves a thread 65536 / 1024 = 64 registers; each kernel is bounded to its block
+    (`__launch_bounds__`), so ptxas keeps within them without spilling. Unbounded, layernorm's 16 values a
+    thread took 72 and the launch failed with "too many resources requested"."""
+    from backends.cupy.build import compile_sm90
+    from backends.cupy.normalization_kernels import fused_source, step_source
+
+    sources = [fused_source(op, dtype, block, 1024) for op in DECOMPOSITIONS for block in (1024, 4096, 16384)]
+    sources += [step_source(op, dtype, 16384, 1024) for op in STEP_OPS]
+    for source in sources:
+        assert "__launch_bounds__(1024, 1)" in source[0], source[1]
+        kernel = compile_sm90(*source)
+        r = nvrtc_resources(kernel)
+        assert 0 < r.registers <= 65536 // 1024, f"{kernel.name}: {r}"
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
 
 

@@ -2,7 +2,12 @@
 
 Kernel text apart from the entries that compile and launch it (`backends.cupy.normalization`), so that either
 reads on its own. Sources are generated per chunk shape: BLOCK columns per chunk, THREADS threads per row,
-ITEMS = BLOCK / THREADS values per thread (compile-time constants, so the chunk stays in registers).
+ITEMS = BLOCK / THREADS values per thread (compile-time constants, so the chunk stays in registers). Every
+kernel carries `__launch_bounds__(THREADS, 1)`: unbounded, ptxas may give a thread more registers than a
+block of THREADS can have (72 for layernorm's 16 values a thread, over the 64 of a 1024-thread block), and
+the launch fails with "too many resources requested"; bounded, it fits the block or reports the spill. The 1
+(one resident block suffices) lets a thread have all the block leaves it: `__launch_bounds__(256)` alone made
+ptxas stop at 128 registers and spill the 64 values a thread of a 16384-column chunk holds.
 Block reductions use warp shuffles, then every warp reduces the per-warp partials itself, so each thread
 holds the total without another barrier.
 """
@@ -45,7 +50,7 @@ __device__ float block_max(float v, float* smem) {{
 """
 
 HEAD = r"""
-extern "C" __global__ void {name}({params}, long long cols) {{
+extern "C" __global__ void __launch_bounds__({THREADS}, 1) {name}({params}, long long cols) {{
     __shared__ float smem[32];
     const long long row = (long long)blockIdx.x * cols;
     float v[{ITEMS}];
@@ -149,7 +154,8 @@ def fused_params(op: str, ctype: str) -> str:
 
 
 REDUCE = r"""
-extern "C" __global__ void {name}(const {T}* __restrict__ src, float* __restrict__ stat, long long cols) {{
+extern "C" __global__ void __launch_bounds__({THREADS}, 1)
+{name}(const {T}* __restrict__ src, float* __restrict__ stat, long long cols) {{
     __shared__ float smem[32];
     const {T}* r = src + (long long)blockIdx.x * cols;
     float acc = {init};
@@ -169,8 +175,9 @@ REDUCE_OPS = {
 }
 
 ELEMENTWISE = r"""
-extern "C" __global__ void {name}(const {T}* __restrict__ src, const float* __restrict__ stat,
-        const {T}* __restrict__ w, const {T}* __restrict__ b, {T}* __restrict__ dst, long long cols) {{
+extern "C" __global__ void __launch_bounds__({THREADS}, 1)
+{name}(const {T}* __restrict__ src, const float* __restrict__ stat, const {T}* __restrict__ w,
+       const {T}* __restrict__ b, {T}* __restrict__ dst, long long cols) {{
     const long long row = (long long)blockIdx.x * cols, start = (long long)blockIdx.y * {BLOCK};
     const float s = {prepare};
     for (int k = 0; k < {ITEMS}; ++k) {{
