@@ -1,9 +1,14 @@
-"""The CUDA driver API through ctypes: the one stream every backend launches on, events, and an L2 flush.
+"""The CUDA driver API through cuda.bindings: the one stream every backend launches on, events, and an L2 flush.
 
 Timing through the driver rather than one library keeps every backend equal: Triton (torch), CuPy and Numba
 all wrap the same stream handle (torch.cuda.ExternalStream, cupy.cuda.ExternalStream, numba's
 cuda.external_stream) and the timer records events on it. All three libraries use the device's primary
-context, which is the one made current here.
+context, which is the one made current here. Stream handles cross this module's boundary as plain ints, the
+form those three take; every other handle stays the cuda.bindings object the driver gave.
+
+Each cuda.bindings call returns a tuple, its CUresult first and its outputs after; `_check` turns a result other
+than CUDA_SUCCESS into a CudaError naming the call and the CUresult by number and name, which is what
+`suite.run.faults` reads to tell a lost context from an exhausted device.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 import ctypes
 import functools
 from collections.abc import Callable
+from typing import Any
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38
@@ -19,139 +25,166 @@ CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_CC_MINOR = 76
 CU_EVENT_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+CUDA_SUCCESS = 0
 
 
 class CudaError(RuntimeError):
-    pass
+    """A driver call that failed; `code` is its CUresult (None where no call returned one)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @functools.cache
-def _lib() -> ctypes.CDLL:
-    return ctypes.CDLL("libcuda.so.1")
+def _cu() -> Any:
+    """cuda.bindings.driver, imported on first use so that importing this module needs no CUDA install."""
+    from cuda.bindings import driver
+
+    return driver
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        raise CudaError(f"{what} failed with CUresult {result}")
+def _code_name(code: int) -> str:
+    try:
+        return _cu().CUresult(code).name
+    except ValueError:
+        return "unknown CUresult"
+
+
+def _check(result: tuple, what: str) -> Any:
+    """The outputs of a cuda.bindings call (None, the one output, or a tuple of them); CudaError if its CUresult
+    is not CUDA_SUCCESS."""
+    code = int(result[0])
+    if code != CUDA_SUCCESS:
+        raise CudaError(f"{what} failed with CUresult {code} ({_code_name(code)})", code)
+    outputs = result[1:]
+    return None if not outputs else outputs[0] if len(outputs) == 1 else outputs
+
+
+def _c_string(raw: bytes) -> str:
+    """A char buffer the driver filled (cuda.bindings hands back the whole buffer): up to its first NUL."""
+    return raw.split(b"\0", 1)[0].decode()
+
+
+def _init() -> None:
+    """cuInit; a machine without the driver library fails here too, as a CudaError naming cuInit."""
+    try:
+        result = _cu().cuInit(0)
+    except (ImportError, OSError, RuntimeError) as exc:  # no cuda-bindings, or no libcuda for it to load
+        raise CudaError(f"cuInit failed: no CUDA driver to call ({type(exc).__name__}: {exc})") from exc
+    _check(result, "cuInit")
 
 
 @functools.cache
 def context() -> int:
     """Make device 0's primary context current (the one torch, CuPy and Numba use) and return it."""
-    lib = _lib()
-    _check(lib.cuInit(0), "cuInit")
-    ctx = ctypes.c_void_p()
-    _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "cuDevicePrimaryCtxRetain")
-    _check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    return ctx.value or 0
+    _init()
+    ctx = _check(_cu().cuDevicePrimaryCtxRetain(0), "cuDevicePrimaryCtxRetain")
+    _check(_cu().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return int(ctx)
 
 
 def ensure_current() -> None:
-    _check(_lib().cuCtxSetCurrent(ctypes.c_void_p(context())), "cuCtxSetCurrent")
+    _check(_cu().cuCtxSetCurrent(context()), "cuCtxSetCurrent")
+
+
+def _new_stream() -> int:
+    context()
+    stream = _check(_cu().cuStreamCreate(CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    return int(stream)
 
 
 @functools.cache
 def shared_stream() -> int:
-    """The stream handle every backend launches on and the timer records events on."""
-    context()
-    stream = ctypes.c_void_p()
-    _check(_lib().cuStreamCreate(ctypes.byref(stream), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-    return stream.value or 0
+    """The stream handle every backend launches on and the timer records events on. Non-blocking: it never
+    waits on the legacy default stream, so a library's stray launch there does not order itself with it."""
+    return _new_stream()
 
 
 def device_name() -> str:
     context()
-    buf = ctypes.create_string_buffer(256)
-    _check(_lib().cuDeviceGetName(buf, 256, 0), "cuDeviceGetName")
-    return buf.value.decode()
+    return _c_string(_check(_cu().cuDeviceGetName(256, 0), "cuDeviceGetName"))
+
+
+def pci_bus_id() -> str:
+    """Device 0's PCI bus id (cuDeviceGetPCIBusId), as NVML names the same GPU."""
+    context()
+    return _c_string(_check(_cu().cuDeviceGetPCIBusId(64, 0), "cuDeviceGetPCIBusId"))
 
 
 def cuda_version() -> str:
     """The CUDA version the driver supports, as `13.0` (cuDriverGetVersion)."""
-    value = ctypes.c_int()
-    _check(_lib().cuDriverGetVersion(ctypes.byref(value)), "cuDriverGetVersion")
-    return f"{value.value // 1000}.{value.value % 1000 // 10}"
+    value = _check(_cu().cuDriverGetVersion(), "cuDriverGetVersion")
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def _attribute(attribute: int, what: str | None = None) -> int:
+    context()
+    cu = _cu()
+    found = cu.cuDeviceGetAttribute(cu.CUdevice_attribute(attribute), 0)
+    return int(_check(found, what or f"cuDeviceGetAttribute({attribute})"))
 
 
 def compute_capability() -> str:
     """Device 0's compute capability, as `9.0`."""
-    context()
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    _check(_lib().cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_CC_MAJOR, 0), "CC major")
-    _check(_lib().cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_CC_MINOR, 0), "CC minor")
-    return f"{major.value}.{minor.value}"
+    major = _attribute(CU_DEVICE_ATTRIBUTE_CC_MAJOR, "CC major")
+    minor = _attribute(CU_DEVICE_ATTRIBUTE_CC_MINOR, "CC minor")
+    return f"{major}.{minor}"
 
 
 def l2_bytes() -> int:
-    context()
-    value = ctypes.c_int()
-    _check(_lib().cuDeviceGetAttribute(ctypes.byref(value), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 0), "L2 size")
-    return value.value
+    return _attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size")
 
 
 def free_bytes() -> int:
     ensure_current()
-    free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    _check(_lib().cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)), "cuMemGetInfo")
-    return free.value
+    free, _total = _check(_cu().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free)
 
 
 class Event:
     def __init__(self) -> None:
         ensure_current()
-        self.handle = ctypes.c_void_p()
-        _check(_lib().cuEventCreate(ctypes.byref(self.handle), CU_EVENT_DEFAULT), "cuEventCreate")
+        self.handle = _check(_cu().cuEventCreate(CU_EVENT_DEFAULT), "cuEventCreate")
+        self._destroy = _cu().cuEventDestroy  # bound now: a destructor run at interpreter exit imports nothing
 
     def record(self, stream: int) -> None:
-        _check(_lib().cuEventRecord(self.handle, ctypes.c_void_p(stream)), "cuEventRecord")
+        _check(_cu().cuEventRecord(self.handle, stream), "cuEventRecord")
 
     def elapsed_ms(self, end: Event) -> float:
-        _check(_lib().cuEventSynchronize(end.handle), "cuEventSynchronize")
-        ms = ctypes.c_float()
-        _check(_lib().cuEventElapsedTime(ctypes.byref(ms), self.handle, end.handle), "cuEventElapsedTime")
-        return float(ms.value)
+        """Milliseconds from this event to `end`, once `end` has completed."""
+        _check(_cu().cuEventSynchronize(end.handle), "cuEventSynchronize")
+        return float(_check(_cu().cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
-            _lib().cuEventDestroy_v2(self.handle)
+            self._destroy(self.handle)
 
 
 def synchronize(stream: int) -> None:
-    _check(_lib().cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")
-
-
-def _attribute(attribute: int) -> int:
-    context()
-    value = ctypes.c_int()
-    _check(_lib().cuDeviceGetAttribute(ctypes.byref(value), attribute, 0), f"cuDeviceGetAttribute({attribute})")
-    return value.value
+    _check(_cu().cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
 @functools.cache
-def _timer_module() -> dict[str, ctypes.c_void_p]:
+def _timer_module() -> dict[str, Any]:
     """The timer's own kernels (suite.gpu.timer_kernels), loaded once from PTX the driver compiles for this GPU."""
     from suite.gpu import timer_kernels
 
     ensure_current()
-    module = ctypes.c_void_p()
-    _check(
-        _lib().cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(timer_kernels.PTX.encode())), "cuModuleLoadData"
-    )
+    module = _check(_cu().cuModuleLoadData(timer_kernels.PTX.encode() + b"\0"), "cuModuleLoadData")
     functions = {}
     for name in (timer_kernels.READ_FLUSH, timer_kernels.SPIN):
-        function = ctypes.c_void_p()
-        _check(_lib().cuModuleGetFunction(ctypes.byref(function), module, name.encode()), f"cuModuleGetFunction {name}")
-        functions[name] = function
+        functions[name] = _check(_cu().cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
     return functions
 
 
 def _launch(name: str, grid: int, block: int, stream: int, *args: int) -> None:
-    values = [ctypes.c_uint64(a) for a in args]
-    params = (ctypes.c_void_p * len(values))(*(ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values))
-    _check(
-        _lib().cuLaunchKernel(_timer_module()[name], grid, 1, 1, block, 1, 1, 0, ctypes.c_void_p(stream), params, None),
-        f"cuLaunchKernel {name}",
-    )
+    """Launch one of the timer's kernels, every argument a 64-bit integer (a pointer, a count, nanoseconds):
+    kernelParams as cuda.bindings packs them, a tuple of the values and a tuple of their ctypes types."""
+    params = (tuple(args), (ctypes.c_uint64,) * len(args))
+    function = _timer_module()[name]
+    _check(_cu().cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream, params, 0), f"cuLaunchKernel {name}")
 
 
 class L2Flush:
@@ -162,12 +195,12 @@ class L2Flush:
         from suite.gpu import timer_kernels
 
         ensure_current()
+        cu = _cu()
         self.size = 2 * max(l2_bytes(), 1 << 20)
-        self.ptr, self.sink = ctypes.c_uint64(), ctypes.c_uint64()
-        _check(_lib().cuMemAlloc_v2(ctypes.byref(self.ptr), ctypes.c_size_t(self.size)), "cuMemAlloc")
-        _check(_lib().cuMemAlloc_v2(ctypes.byref(self.sink), ctypes.c_size_t(16)), "cuMemAlloc")
-        _check(_lib().cuMemsetD8_v2(self.ptr, ctypes.c_ubyte(0), ctypes.c_size_t(self.size)), "cuMemsetD8")
-        _check(_lib().cuCtxSynchronize(), "cuCtxSynchronize")
+        self.ptr = _check(cu.cuMemAlloc(self.size), "cuMemAlloc")
+        self.sink = _check(cu.cuMemAlloc(16), "cuMemAlloc")
+        _check(cu.cuMemsetD8(self.ptr, 0, self.size), "cuMemsetD8")
+        _check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
         self.vectors = self.size // 16
         self.grid = timer_kernels.flush_grid(self.vectors, _attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
         self.threads = timer_kernels.FLUSH_THREADS
@@ -175,14 +208,13 @@ class L2Flush:
     def __call__(self, stream: int) -> None:
         from suite.gpu import timer_kernels
 
-        _launch(
-            timer_kernels.READ_FLUSH, self.grid, self.threads, stream, self.ptr.value, self.vectors, self.sink.value
-        )
+        args = (int(self.ptr), self.vectors, int(self.sink))
+        _launch(timer_kernels.READ_FLUSH, self.grid, self.threads, stream, *args)
 
     def close(self) -> None:
         for ptr in (self.ptr, self.sink):
             with contextlib.suppress(Exception):
-                _lib().cuMemFree_v2(ptr)
+                _cu().cuMemFree(ptr)
 
 
 def spin(stream: int, ns: int) -> None:
@@ -192,22 +224,19 @@ def spin(stream: int, ns: int) -> None:
     _launch(timer_kernels.SPIN, 1, 1, stream, max(int(ns), 0))
 
 
-CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
-
-
 class Graph:
     """A CUDA graph captured from a launcher's work on the shared stream, instantiated and ready to replay."""
 
-    def __init__(self, graph: ctypes.c_void_p, executable: ctypes.c_void_p) -> None:
+    def __init__(self, graph: Any, executable: Any) -> None:
         self.graph, self.executable = graph, executable
 
     def launch(self, stream: int) -> None:
-        _check(_lib().cuGraphLaunch(self.executable, ctypes.c_void_p(stream)), "cuGraphLaunch")
+        _check(_cu().cuGraphLaunch(self.executable, stream), "cuGraphLaunch")
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            _lib().cuGraphExecDestroy(self.executable)
-            _lib().cuGraphDestroy(self.graph)
+            _cu().cuGraphExecDestroy(self.executable)
+            _cu().cuGraphDestroy(self.graph)
 
 
 def capture(stream: int, launch: Callable[[], None]) -> Graph:
@@ -215,19 +244,20 @@ def capture(stream: int, launch: Callable[[], None]) -> Graph:
     captured (an allocation, a synchronisation, work on another stream joined badly) ends the capture with an
     error, raised here as CudaError naming the call that failed; the stream is left out of capture either way."""
     ensure_current()
-    _check(_lib().cuStreamBeginCapture_v2(ctypes.c_void_p(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-           "cuStreamBeginCapture")  # fmt: skip
-    graph = ctypes.c_void_p()
+    cu = _cu()
+    mode = cu.CUstreamCaptureMode(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    _check(cu.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
     try:
         launch()
-    finally:
-        ended = _lib().cuStreamEndCapture(ctypes.c_void_p(stream), ctypes.byref(graph))
-    _check(ended, "cuStreamEndCapture (the launcher did something a graph cannot hold)")
-    executable = ctypes.c_void_p()
+    except BaseException:
+        ended = cu.cuStreamEndCapture(stream)
+        if int(ended[0]) == CUDA_SUCCESS and int(ended[1]):
+            cu.cuGraphDestroy(ended[1])  # a graph of what was captured before the launcher raised: not wanted
+        raise
+    graph = _check(cu.cuStreamEndCapture(stream), "cuStreamEndCapture (the launcher did something a graph cannot hold)")
     try:
-        _check(_lib().cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, ctypes.c_ulonglong(0)),
-               "cuGraphInstantiate")  # fmt: skip
+        executable = _check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
     except CudaError:
-        _lib().cuGraphDestroy(graph)
+        cu.cuGraphDestroy(graph)
         raise
     return Graph(graph, executable)
