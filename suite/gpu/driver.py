@@ -27,6 +27,7 @@ CU_EVENT_DEFAULT = 0
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 CUDA_SUCCESS = 0
+CUDA_ERROR_NOT_READY = 600
 
 
 class CudaError(RuntimeError):
@@ -102,6 +103,12 @@ def shared_stream() -> int:
     return _new_stream()
 
 
+@functools.cache
+def _private_stream() -> int:
+    """This module's own stream for `read_back`, apart from the shared stream so a copy never waits on it."""
+    return _new_stream()
+
+
 def device_name() -> str:
     context()
     return _c_string(_check(_cu().cuDeviceGetName(256, 0), "cuDeviceGetName"))
@@ -164,6 +171,38 @@ class Event:
 
 def synchronize(stream: int) -> None:
     _check(_cu().cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+def stream_done(stream: int) -> bool:
+    """Whether everything queued on `stream` has finished (cuStreamQuery), without waiting for it."""
+    result = _cu().cuStreamQuery(stream)
+    if int(result[0]) == CUDA_ERROR_NOT_READY:
+        return False
+    _check(result, "cuStreamQuery")
+    return True
+
+
+def read_back(ptr: int, nbytes: int) -> bytes:
+    """`nbytes` of device memory from address `ptr`, copied on this module's private stream and synchronised
+    there only: work still queued on the shared stream is not waited for, which is what lets a check see what a
+    kernel wrote while the shared stream is held back."""
+    if nbytes == 0:
+        return b""
+    ensure_current()
+    stream = _private_stream()
+    host = bytearray(nbytes)
+    _check(_cu().cuMemcpyDtoHAsync(host, ptr, nbytes, stream), "cuMemcpyDtoHAsync")
+    synchronize(stream)
+    return bytes(host)
+
+
+def profiler_start() -> None:
+    """cuProfilerStart: from here a profiler started with profiling off (ncu --profile-from-start off) counts."""
+    _check(_cu().cuProfilerStart(), "cuProfilerStart")
+
+
+def profiler_stop() -> None:
+    _check(_cu().cuProfilerStop(), "cuProfilerStop")
 
 
 @functools.cache
