@@ -79,31 +79,11 @@ def cuda_profiler() -> Iterator[None]:
     from suite.gpu import driver
 
     driver.ensure_current()
-    start, stop = _profiler_calls()
-    _check(start(), "cuProfilerStart")
+    driver.profiler_start()
     try:
         yield
     finally:
-        _check(stop(), "cuProfilerStop")
-
-
-def _profiler_calls() -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """cuda.bindings' profiler calls, or libcuda's own through ctypes where cuda-bindings is not installed."""
-    try:
-        from cuda.bindings import driver as cu
-    except ImportError:
-        import ctypes
-
-        lib = ctypes.CDLL("libcuda.so.1")
-        return lib.cuProfilerStart, lib.cuProfilerStop
-    return cu.cuProfilerStart, cu.cuProfilerStop
-
-
-def _check(result: Any, what: str) -> None:
-    """cuda.bindings returns (CUresult,), ctypes an int; anything but CUDA_SUCCESS (0) is an error."""
-    code = int(result[0] if isinstance(result, tuple) else result)
-    if code != 0:
-        raise RuntimeError(f"{what} failed with CUresult {code}")
+        driver.profiler_stop()
 
 
 def main(argv: list[str] | None = None) -> int:
