@@ -247,3 +247,60 @@ def test_numba_cuda_chunked_in_simulator(op: str, variant: str, params: dict, dt
 def test_torch_library_on_awkward_rows(op: str, dtype: str) -> None:
     out, ref, tol = run(op, "torch", "cpu", "library", {"rows": 9, "cols": 1023, "tile": 256}, dtype)
     check(out, ref, tol, f"torch {op} {dtype}")
+
+
+# Numba CPU: softmax's pipelined blocks of rows --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 17, 100])
+def test_numba_cpu_softmax_blocks_of_every_length(rows: int, dtype: str) -> None:
+    """Blocks of one row, of two (no middle), and many, with a block's last row shorter: every row written once,
+    each its own max and sum (rows shifted far apart, so a max or sum taken from a neighbour shows)."""
+    scn = get("softmax")
+    params = {"rows": rows, "cols": 781, "tile": 1024}
+    inputs = scn.make_inputs(params, dtype, np.random.default_rng(rows))
+    shift = (np.arange(rows, dtype=np.float64)[:, None] % 7 - 3) * 9
+    inputs["x"] = (inputs["x"].astype(np.float64) * 4 + shift).astype(dtype)
+    out, ref, tol = run("softmax", "numba", "cpu", "fused", params, dtype, inputs=inputs)
+    check(out, ref, tol, f"softmax {rows}×781 {dtype}")
+
+
+def test_numba_cpu_softmax_block_rows_with_nan_and_inf() -> None:
+    """A NaN in a row makes that row NaN and no other; +inf gives NaN (inf − inf) as the reference does; a row
+    whose max is the block's first row's or its next row's is unaffected by the other."""
+    params = {"rows": 6, "cols": 33, "tile": 64}
+    x = np.random.default_rng(3).standard_normal((6, 33)).astype(np.float32)
+    x[1, 5], x[3, 0], x[4] = np.nan, np.inf, x[4] + 80
+    out, _, _ = run("softmax", "numba", "cpu", "fused", params, "float32", inputs={"x": x})
+    assert np.isnan(out[1]).all() and np.isnan(out[3]).all()
+    for r in (0, 2, 4, 5):
+        e = np.exp(x[r].astype(np.float64) - x[r].max())
+        np.testing.assert_allclose(out[r], e / e.sum(), rtol=2e-6, atol=1e-12)
+
+
+def test_order_key_orders_as_the_floats_do_and_inverts() -> None:
+    from numba import njit
+
+    from backends.numba.on_cpu.normalization_rows import from_order_key, order_key
+
+    keys, back = njit(lambda v: order_key(v)), njit(lambda k: from_order_key(k))
+    values = np.array([-np.inf, -3.4e38, -1.0, -1e-45, -0.0, 0.0, 1e-45, 1.0, 3.4e38, np.inf], np.float32)
+    ks = [keys(v) for v in values]
+    assert ks == sorted(ks) and len(set(ks)) == len(ks)
+    assert all(np.float32(back(k)).tobytes() == v.tobytes() for k, v in zip(ks, values, strict=True))
+    assert keys(np.float32(np.nan)) > keys(np.float32(np.inf))  # a row holding a NaN gets a NaN max
+
+
+def test_numba_cpu_softmax_pipeline_vectorises() -> None:
+    """The pipelined loop (exponentials, the next row's max, the previous row's output) is vector code: the
+    max over integer keys lets LLVM vectorise it beside the sum, where a maxnum reduction would not."""
+    from backends.numba.on_cpu.normalization_kernels import fused_kernel
+
+    run("softmax", "numba", "cpu", "fused", {"rows": 9, "cols": 300, "tile": 512}, "float32")
+    llvm = "".join(
+        fused_kernel("softmax", "float32").inspect_llvm(s) for s in fused_kernel("softmax", "float32").signatures
+    )
+    import re
+
+    assert re.search(r"icmp sgt <(8|16) x i32>|llvm\.smax\.v(8|16)i32", llvm), "the integer-key max is not vectorised"
