@@ -13,7 +13,7 @@ from suite.core.registry import KernelKey
 from suite.core.row import Row
 from suite.core.targets import EMULATED, NATIVE
 from suite.gpu import nvml
-from suite.report.throttle import flagged
+from suite.report.throttle import flagged, over_the_run
 from suite.run import execute, measure, provenance
 from suite.run.stages import Availability, Check, Stages, Timed
 
@@ -195,6 +195,7 @@ def test_a_run_records_nvml_at_its_start_and_after_its_cases(install, monkeypatc
     precedes every case, the end reading follows the last, and environment.json holds both."""
     import json
 
+    from suite.report.report import write_report
     from suite.run import worker
     from suite.run.runner import run
     from tests.conftest import make_config
@@ -212,13 +213,16 @@ def test_a_run_records_nvml_at_its_start_and_after_its_cases(install, monkeypatc
     monkeypatch.setattr(worker.Session, "run", logged)
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
-    run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False)
     env = json.loads((tmp_path / "environment.json").read_text())
     start, end = env["nvml"]["start"], env["nvml"]["end"]
-    assert end["uuid"] == start["uuid"] == "GPU-0c3a" and end["temperature_c"] > start["temperature_c"]
+    assert end["uuid"] == start["uuid"] == "GPU-0c3a" and (start["temperature_c"], end["temperature_c"]) == (40, 41)
     order = [name for name, _ in fake.calls if name in ("case", "nvmlDeviceGetTemperature")]
     assert order[0] == order[-1] == "nvmlDeviceGetTemperature" and order.count("case") >= 1
     assert order.count("nvmlDeviceGetTemperature") == 2
+    text = write_report(frame, [], tmp_path).read_text(encoding="utf-8")
+    assert "- GPU at the run's start → end (NVML, environment.json): NVIDIA H200 `GPU-0c3a`" in text
+    assert "temperature 40 → 41 °C" in text
 
 
 def test_a_run_without_nvml_writes_no_reading(install, tmp_path):
@@ -283,6 +287,25 @@ def test_the_report_says_how_many_rows_were_throttled_and_why():
     (line,) = flagged(data)
     assert "2 of 3 timed rows" in line and "sw_power_cap (2), hw_slowdown (1)" in line
     assert flagged(data.assign(throttled="")) == [] and flagged(data.drop(columns="throttled")) == []
+
+
+def test_the_gpu_over_the_run_in_words():
+    start = {"name": "NVIDIA H200", "uuid": "GPU-0c3a", "driver_version": "580.95.05", "cuda_version": "13.0",
+             "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 2619, "mem_clock_max_mhz": 3201,
+             "power_limit_w": 700.0, "power_draw_w": 80.5, "temperature_c": 38, "throttle_reasons": [],
+             "throttle_mask": 0}  # fmt: skip
+    end = {**start, "sm_clock_mhz": 1755, "power_draw_w": 690.2, "temperature_c": 83,
+           "throttle_reasons": ["sw_power_cap", "sw_thermal_slowdown"], "throttle_mask": SW_POWER | SW_THERMAL}  # fmt: skip
+    assert over_the_run({"nvml": {"start": start, "end": end}}) == (
+        "NVIDIA H200 `GPU-0c3a`, driver 580.95.05, CUDA 13.0: SM clock 1980 → 1755 MHz (max 1980 MHz), "
+        "memory clock 2619 → 2619 MHz (max 3201 MHz), temperature 38 → 83 °C, power draw 80.5 → 690.2 W "
+        "(limit 700 W), throttling at the start: none, at the end: sw_power_cap, sw_thermal_slowdown"
+    )
+    unsupported = {**end, "power_draw_w": None, "throttle_mask": None, "throttle_reasons": []}
+    said = over_the_run({"nvml": {"start": {**start, "power_draw_w": None}, "end": unsupported}})
+    assert "power draw" not in said and said.endswith("at the end: unknown")
+    assert over_the_run({"nvml": {"start": start}}) is None and over_the_run({}) is None
+    assert over_the_run({"runs": {"a": {"nvml": {"start": start, "end": end}}}}) is None  # a merged report's
 
 
 def test_the_report_line_is_in_the_report(tmp_path):

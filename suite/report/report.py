@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
+from suite.core.store import ENVIRONMENT
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
 from suite.report import launch_split, measured, pressure, rivals, tables
-from suite.report.throttle import flagged
+from suite.report.throttle import flagged, over_the_run
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -52,14 +54,23 @@ def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
-    parts = [_header(data), *flagged(data)]
+    parts = [_header(data, _environment(outdir)), *flagged(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))
     return parts
 
 
-def _header(data: pd.DataFrame) -> str:
+def _environment(outdir: Path) -> dict[str, Any]:
+    """The environment.json beside the report (what the run ran on), {} where there is none or it is unreadable."""
+    try:
+        found = json.loads((Path(outdir) / ENVIRONMENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
     ok = data["status"] == "ok"
     native = int((ok & data["time_ms"].notna()).sum())
     emulated = int((ok & (data["mode"] == "emulated")).sum())
@@ -83,6 +94,8 @@ def _header(data: pd.DataFrame) -> str:
         f"- reproduce: {_distinct(data['command'], code=True)}",
         f"- run: {_distinct(data['run_id'])}",
     ]
+    if gpu := over_the_run(environment):
+        lines.append(f"- GPU at the run's start → end (NVML, environment.json): {gpu}")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
 
 
