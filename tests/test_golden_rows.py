@@ -28,6 +28,12 @@ ERROR_BAND = 0.1
 host CPU: its vector width (AVX2 or AVX-512) orders a row's reductions differently, which moves the last digits of
 a float32 row's error between machines (layernorm at 193 columns: 0.00072 on one, 0.00113 on another, tolerance
 0.0106). A kernel that refactoring broke is off by more than its tolerance, far outside the band."""
+MEASURED_TOLERANCE = {"attention": 0.3}
+"""Families whose tolerance is measured rather than derived (attention's: four times the error of its float32
+decomposition done by NumPy), and how far it may move: NumPy's float32 matmul goes through OpenBLAS, which picks
+its kernel for the host CPU (its blocking orders the sums), so that error, and the tolerance, differ between an
+AMD and an Intel host (seq_len 64: 0.000599 on one, 0.000532 on the other). Derived tolerances must match to
+1e-6."""
 ADDED = {("torch", "eager"), ("torch", "compiled")}
 """(backend, variant) of rows that did not exist when the golden file was taken."""
 
@@ -46,7 +52,8 @@ def test_preset_s_rows_unchanged(family, tmp_path):
         assert got[column].fillna(-1).tolist() == want[column].fillna(-1).tolist(), column
     for column in CLOSE:
         a, b = got[column].to_numpy(float), want[column].to_numpy(float)
-        assert np.allclose(a, b, rtol=1e-6, atol=0, equal_nan=True), (column, a, b)
+        rtol = MEASURED_TOLERANCE.get(family, 1e-6)
+        assert np.allclose(a, b, rtol=rtol, atol=0, equal_nan=True), (column, a, b)
     err, tol, golden = (
         got["max_rel_err"].to_numpy(float),
         got["tolerance"].to_numpy(float),
