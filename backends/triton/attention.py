@@ -13,7 +13,10 @@ float32 (Triton's default, TF32, would round the inputs to 10 bits). head_dim is
 
 The tiles are the case's; num_warps and num_stages of the tiled kernels follow from them, head_dim and the
 dtype (`backends.triton.launch.attention_config`), the softmax's warps from its chunk (`row_warps`), unless
-`num_warps` is set; the launcher's notes record each kernel's settings.
+`num_warps` is set; the launcher's notes record each kernel's settings. On a GPU the compiled kernel's shared
+memory is held against what a block may opt in to there: over it, the kernel is rebuilt a pipeline stage
+fewer, and at one stage the case is refused with the bytes (`_fit`). Grid y holds batch·heads, so more of
+them than CUDA's 65535 are refused before anything is built.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ import triton
 import triton.language as tl
 
 from backends.triton import BACKEND
-from backends.triton.launch import attention_config, row_warps
+from backends.triton.launch import attention_config, row_warps, shared_memory_problem, smem_optin
 from backends.triton.record import record_triton
-from suite.core.launch import cdiv, next_power_of_two
+from suite.core.launch import cdiv, next_power_of_two, require_grids
 from suite.core.launch_shape import chosen_by
 from suite.core.registry import Launcher, kernel
+from suite.core.targets import NotRunnable
 
 
 @triton.jit
@@ -185,22 +189,53 @@ def tiled_options(consts: dict[str, Any], dtype: str, opts: dict) -> dict[str, i
     return attention_config(consts["BLOCK_M"], consts["BLOCK_N"], consts["BLOCK_D"], dtype, opts)
 
 
-def _launcher(steps: list[Step], opts: dict) -> Launcher:
-    """Compile every step now (a no-op in the interpreter) and return a closure that only launches."""
-    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
-    for fn, grid, args, consts, launch_opts in steps:
+def _fit(fn: Any, grid: tuple[int, ...], args: tuple, consts: dict[str, Any],
+         launch_opts: dict[str, int]) -> tuple[Any, dict[str, int]]:  # fmt: skip
+    """Compile a step (a no-op in the interpreter); the compiled kernel and the launch options that fit this GPU.
+
+    A kernel over the shared memory a block may opt in to is compiled again a pipeline stage fewer (one stage
+    of K and V buffers less) while it has more than one: float32 at head_dim 64 with 256×128 tiles needs
+    263,168 bytes at the rule's two stages, 230,400 at one, and sm_90 allows 232,448 (the rule counts only the
+    K and V buffers; the compiled size is the truth). At one stage the kernel is refused now, with the bytes,
+    not by Triton's OutOfResources at its first launch; as NotRunnable (a skipped row), where CuPy and Numba
+    raise ValueError over their fixed 48 KB: theirs is a limit of the code, this one of the device."""
+    limit = smem_optin()
+    while True:
         compiled = fn.warmup(*args, **consts, **launch_opts, grid=grid)
+        shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+        stages = launch_opts.get("num_stages", 1)
+        why = None if shared is None else shared_memory_problem(int(shared), limit, stages)
+        if why is None:
+            return compiled, launch_opts
+        if stages <= 1:
+            raise NotRunnable(f"triton attention: {fn.fn.__name__.strip('_')} {why}")
+        launch_opts = {**launch_opts, "num_stages": stages - 1}
+
+
+def _launcher(steps: list[Step], opts: dict) -> Launcher:
+    """Compile every step now (a no-op in the interpreter), each at launch options that fit the device
+    (`_fit`), and return a closure that only launches."""
+    context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
+    fitted: list[Step] = []
+    for fn, grid, args, consts, wanted in steps:
+        compiled, launch_opts = _fit(fn, grid, args, consts, wanted)
         extra = {k: v for k, v in launch_opts.items() if k != "num_warps"}
         record_triton(fn, args, consts, launch_opts["num_warps"], compiled=compiled, **extra)
+        fitted.append((fn, grid, args, consts, launch_opts))
 
     def launch() -> None:
         with context():
-            for fn, grid, args, consts, launch_opts in steps:
+            for fn, grid, args, consts, launch_opts in fitted:
                 fn[grid](*args, **consts, **launch_opts)
 
-    kernels = {fn.fn.__name__.strip("_"): {**launch_opts, "grid": list(grid)} for fn, grid, _, _, launch_opts in steps}
+    kernels = {fn.fn.__name__.strip("_"): {**launch_opts, "grid": list(grid)} for fn, grid, _, _, launch_opts in fitted}
     launch.notes = {"launch": {**kernels, "chosen_by": chosen_by(opts, ("num_warps",))}}  # type: ignore[attr-defined]
     return launch
+
+
+TILED_GRID = ("query tiles", "batch·heads")
+"""What the dimensions of the tiled kernels' grid count (`grid_problem` names them in a refusal)."""
+TOO_MANY_HEADS = "lower batch or heads: every (batch, head) is a row of blocks along grid y"
 
 
 def _dtype(out: Any) -> str:
@@ -217,6 +252,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
+    require_grids("triton attention", [(grid, TILED_GRID)], TOO_MANY_HEADS)
     args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
     return _launcher([(_flash_kernel, grid, args, consts, tiled_options(consts, _dtype(out), opts))], opts)
 
@@ -225,12 +261,14 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
 def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
+    tiled, rows = (cdiv(seq_len, consts["BLOCK_M"]), heads), (heads * seq_len,)
+    require_grids("triton attention", [(tiled, TILED_GRID), (rows, ("batch·heads·seq_len rows",))], TOO_MANY_HEADS)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
-    tiled, tiled_opts = (cdiv(seq_len, consts["BLOCK_M"]), heads), tiled_options(consts, _dtype(out), opts)
+    tiled_opts = tiled_options(consts, _dtype(out), opts)
     block = softmax_block(seq_len)
     steps: list[Step] = [
         (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts, tiled_opts),
-        (_softmax_kernel, (heads * seq_len,), (s, p, seq_len), {"CAUSAL": consts["CAUSAL"], "BLOCK": block},
+        (_softmax_kernel, rows, (s, p, seq_len), {"CAUSAL": consts["CAUSAL"], "BLOCK": block},
          {"num_warps": row_warps(block, opts)}),
         (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts, tiled_opts),
     ]  # fmt: skip

@@ -14,7 +14,9 @@
   it autotuned). float32 in "ieee" precision runs on FMA units and holds the score tile, q and the accumulator
   in registers: warps grow with BLOCK_M·(BLOCK_N + 2·BLOCK_D) so a thread keeps about 64 of those values (8 warps
   at 64×64×64, as before), and 3 stages. Stages drop while the K and V tiles they buffer would pass
-  `SMEM_BUDGET`. The unfused softmax takes the row rule on its chunk.
+  `SMEM_BUDGET`. That counts no Q, score or converted P tiles, so on a GPU the launcher holds the compiled
+  kernel's shared memory against the block's opt-in limit (`smem_optin`, `shared_memory_problem`) and drops
+  further stages there, or refuses the tiles at one. The unfused softmax takes the row rule on its chunk.
 
 `backend_options.triton.block` and `num_warps`, where set, win over the rules; every launcher records what it
 chose in its notes (`suite.core.launch_shape.launch_notes`). The rules are plain functions of the shape, so they
@@ -35,6 +37,9 @@ of 16-byte float32 vectors."""
 MAX_ROW_WARPS = 16
 SMEM_BUDGET = 160 * 1024
 """Shared memory the attention pipeline's K and V buffers may take (sm_90 gives a block up to 227 KiB)."""
+SMEM_OPTIN = 227 * 1024
+"""The most shared memory one block may opt in to on sm_90 (H100, H200): 232,448 bytes, the limit where no GPU
+answers (the occupancy table's `smem_per_block` for sm_90)."""
 VALUES_PER_THREAD = 64
 """float32 attention: tile values a thread holds in registers before ptxas would spill (see `attention_config`)."""
 
@@ -50,6 +55,29 @@ def device() -> Device:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     per_sm = getattr(props, "max_threads_per_multi_processor", NOMINAL.threads_per_sm)  # older torch lacks it
     return Device(int(props.multi_processor_count), int(per_sm), props.name)
+
+
+def smem_optin() -> int:
+    """Shared memory a block may opt in to on the GPU Triton runs on (the limit Triton's loader enforces when
+    it first launches a kernel), else sm_90's."""
+    from backends.triton import TARGET
+
+    if TARGET.probe().mode != "native":
+        return SMEM_OPTIN
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return int(getattr(props, "shared_memory_per_block_optin", SMEM_OPTIN))  # older torch lacks it
+
+
+def shared_memory_problem(shared: int, limit: int, stages: int) -> str | None:
+    """Why a compiled kernel that needs `shared` bytes per block cannot be loaded where a block may opt in to
+    `limit`, or None where it fits. The stages are named because they multiply the K and V buffers; the tiles
+    are the remedy a user has (the stages follow from them, `attention_config`)."""
+    if shared <= limit:
+        return None
+    return (f"needs {shared:,} bytes of shared memory per block at num_stages={stages}, over the {limit:,} a block "
+            f"can opt in to on this GPU; use smaller block_m or block_n")  # fmt: skip
 
 
 def _warps_for_block(block: int) -> int:
