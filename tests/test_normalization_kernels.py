@@ -249,21 +249,22 @@ def test_torch_library_on_awkward_rows(op: str, dtype: str) -> None:
     check(out, ref, tol, f"torch {op} {dtype}")
 
 
-# Numba CPU: softmax's pipelined blocks of rows --------------------------------------------------------------
+# Numba CPU: pipelined blocks of rows --------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("rows", [1, 2, 3, 17, 100])
-def test_numba_cpu_softmax_blocks_of_every_length(rows: int, dtype: str) -> None:
+@pytest.mark.parametrize("op", OPS)
+def test_numba_cpu_blocks_of_every_length(op: str, rows: int, dtype: str) -> None:
     """Blocks of one row, of two (no middle), and many, with a block's last row shorter: every row written once,
-    each its own max and sum (rows shifted far apart, so a max or sum taken from a neighbour shows)."""
-    scn = get("softmax")
+    each with its own statistics (rows shifted and scaled apart, so a statistic taken from a neighbour shows)."""
+    scn = get(op)
     params = {"rows": rows, "cols": 781, "tile": 1024}
     inputs = scn.make_inputs(params, dtype, np.random.default_rng(rows))
-    shift = (np.arange(rows, dtype=np.float64)[:, None] % 7 - 3) * 9
-    inputs["x"] = (inputs["x"].astype(np.float64) * 4 + shift).astype(dtype)
-    out, ref, tol = run("softmax", "numba", "cpu", "fused", params, dtype, inputs=inputs)
-    check(out, ref, tol, f"softmax {rows}×781 {dtype}")
+    order = np.arange(rows, dtype=np.float64)[:, None]
+    inputs["x"] = (inputs["x"].astype(np.float64) * (1 + order % 5) + (order % 7 - 3) * 9).astype(dtype)
+    out, ref, tol = run(op, "numba", "cpu", "fused", params, dtype, inputs=inputs)
+    check(out, ref, tol, f"{op} {rows}×781 {dtype}")
 
 
 def test_numba_cpu_softmax_block_rows_with_nan_and_inf() -> None:
@@ -282,7 +283,7 @@ def test_numba_cpu_softmax_block_rows_with_nan_and_inf() -> None:
 def test_order_key_orders_as_the_floats_do_and_inverts() -> None:
     from numba import njit
 
-    from backends.numba.on_cpu.normalization_rows import from_order_key, order_key
+    from backends.numba.on_cpu.normalization_blocks import from_order_key, order_key
 
     keys, back = njit(lambda v: order_key(v)), njit(lambda k: from_order_key(k))
     values = np.array([-np.inf, -3.4e38, -1.0, -1e-45, -0.0, 0.0, 1e-45, 1.0, 3.4e38, np.inf], np.float32)

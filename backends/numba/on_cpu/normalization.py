@@ -2,7 +2,7 @@
 
 Unfused walks the scenario's decomposition: one parallel loop over rows per step, each reading its inputs and
 writing its output (a matrix in the case's dtype, or a float32 row statistic). Fused is one parallel loop over
-rows. `tile` is honoured as the chunk the statistics are taken over: a row of at most `tile` columns is one
+rows, pipelined over blocks of rows where a row fits one chunk (`normalization_blocks`). `tile` is honoured as the chunk the statistics are taken over: a row of at most `tile` columns is one
 chunk, whose passes (statistics, then output) read it from L1/L2 — float32 rows in place (a copy into a
 buffer measured 30% slower), float16 rows converted once into a per-thread float32 buffer, which also holds
 softmax's exponentials between passes. A wider row is walked chunk by chunk for its statistics (Chan's merge

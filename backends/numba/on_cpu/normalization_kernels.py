@@ -18,7 +18,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from backends.numba.on_cpu.normalization_rows import reciprocal, reciprocal_std, row_function, softmax_block
+from backends.numba.on_cpu.normalization_blocks import block_function
+from backends.numba.on_cpu.normalization_rows import reciprocal, reciprocal_std, row_function
 from backends.numba.ops import NEG_INF, VECTOR_CODECS, ZERO, exp_float32, fmax32
 
 FASTMATH = {"reassoc", "contract"}
@@ -125,40 +126,25 @@ def _affine_kernel(dtype: str) -> Any:
 
 
 BLOCKS_PER_THREAD = 8
-"""Softmax's pipelined blocks of rows (`normalization_rows.softmax_block`) per thread: enough that the threads
-finish together, few enough that each block's pipeline fill (one row's max read alone) is a small share."""
+"""Pipelined blocks of rows (`normalization_blocks`) per thread: enough that the threads finish together, few
+enough that each block's pipeline fill (its first row read alone) is a small share."""
 
 
 @functools.cache
 def fused_kernel(op: str, dtype: str) -> Any:
-    """One parallel loop over rows; `buf` is the thread's float32 scratch of 2 × chunk: the converted chunk of a
-    half-precision row, then softmax's exponentials. Softmax rows of one chunk go by blocks of rows instead,
-    pipelined (`softmax_block`)."""
-    if op == "softmax":
-        return _softmax_kernel(dtype)
+    """One parallel loop: over pipelined blocks of rows where a row fits one chunk (`normalization_blocks`),
+    else over rows, each walked chunk by chunk (`normalization_rows`). `buf` is the thread's float32 scratch of
+    2 × chunk: softmax's exponentials, or the converted chunk of a wide half-precision row."""
     load = VECTOR_CODECS[dtype][0]
-    row_fn = row_function(op, dtype)
+    row_fn, block = row_function(op, dtype), block_function(op, dtype)
 
     @njit(parallel=True, fastmath=FASTMATH)
     def fused_rows(x, weight, bias, y, tile, buf, wf, bf):  # type: ignore[no-untyped-def]
-        rows = x.shape[0]
+        rows, cols = x.shape
         for j in range(weight.size):
             wf[j] = load(weight[j])
         for j in range(bias.size):
             bf[j] = load(bias[j])
-        for r in prange(rows):
-            row_fn(x[r], y[r], buf[numba.get_thread_id()], wf, bf, tile)
-
-    return fused_rows
-
-
-def _softmax_kernel(dtype: str) -> Any:
-    """Fused softmax: rows of one chunk in pipelined blocks, wider rows one by one (the online softmax)."""
-    row_fn, block = row_function("softmax", dtype), softmax_block(dtype)
-
-    @njit(parallel=True, fastmath=FASTMATH)
-    def fused_softmax(x, weight, bias, y, tile, buf, wf, bf):  # type: ignore[no-untyped-def]
-        rows, cols = x.shape
         if cols > tile:
             for r in prange(rows):
                 row_fn(x[r], y[r], buf[numba.get_thread_id()], wf, bf, tile)
@@ -168,6 +154,6 @@ def _softmax_kernel(dtype: str) -> Any:
         for b in prange(blocks):
             r0 = b * per
             if r0 < rows:
-                block(x, y, r0, min(rows, r0 + per), buf[numba.get_thread_id()])
+                block(x, y, r0, min(rows, r0 + per), buf[numba.get_thread_id()], wf, bf)
 
-    return fused_softmax
+    return fused_rows

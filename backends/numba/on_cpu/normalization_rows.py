@@ -7,12 +7,8 @@ float32 rows in place, float16 rows converted once into the thread's float32 buf
 softmax's exponentials between passes. A wider row is walked chunk by chunk for its statistics (Chan's merge
 for layernorm, an online max for softmax) and read once more to write the output: the ledger's re-read.
 
-Softmax rows of one chunk are software-pipelined over a block of rows (`softmax_block`): its exponentials are
-compute, its max and output are memory, and row by row they would add up. One loop per row computes this row's
-exponentials and their sum, the next row's max (its first read, from memory) and the previous row's output
-(its store), so the loads and stores of two rows are in flight while this one's exponentials are computed.
-LLVM does not vectorise a loop holding both a maxnum and an fadd reduction, so that max is taken over the
-floats' order-preserving integer keys (`order_key`), a plain integer max.
+Rows of one chunk are not run one by one but pipelined over blocks of rows (`normalization_blocks`); these row
+bodies serve rows wider than a chunk.
 """
 
 from __future__ import annotations
@@ -34,8 +30,6 @@ from backends.numba.ops import (
     exp_float32,
     fmax32,
 )
-from backends.numba.ops import _bits_from_float as bits_from_float
-from backends.numba.ops import _float_from_bits as float_from_bits
 from scenarios.normalization import EPS
 
 EPS32 = np.float32(EPS)
@@ -237,103 +231,3 @@ def _softmax_row(dtype: str) -> Any:
             out[j] = store(exp_float32(load(row[j]) - m) * inv)
 
     return softmax_row
-
-
-SIGN_OFF = np.int32(0x7FFFFFFF)
-KEY_MIN = np.int32(-(2**31))
-
-
-@register_jitable
-def order_key(v: float) -> int:
-    """An int32 that orders as the float32 v does (−0 just below +0; a NaN with its sign bit clear above +inf,
-    so that a row holding one gets a NaN max and NaN outputs): negative floats have their magnitude bits
-    flipped. Its own inverse (`from_order_key`)."""
-    i = np.int32(bits_from_float(v))
-    return np.int32(i ^ ((i >> np.int32(31)) & SIGN_OFF))
-
-
-@register_jitable
-def from_order_key(k: int) -> float:
-    return float_from_bits(np.int32(k ^ ((k >> np.int32(31)) & SIGN_OFF)))
-
-
-@functools.cache
-def softmax_block(dtype: str) -> Any:
-    """block(x, y, r0, r1, buf): softmax of rows r0..r1 − 1 of one chunk each, pipelined (see the module's
-    docstring); buf holds two float32 rows of exponentials, this row's and the previous row's."""
-    load, store = VECTOR_CODECS[dtype]
-
-    @register_jitable
-    def row_max(row):  # type: ignore[no-untyped-def]
-        m = NEG_INF
-        for j in range(row.size):
-            m = fmax32(m, load(row[j]))
-        return m
-
-    @register_jitable
-    def exps(row, m, e, nxt, prev, inv, out):  # type: ignore[no-untyped-def]
-        """Σ exp(row − m) with each term in e; the max of nxt; out = prev · inv. One loop, three rows."""
-        total, key = ZERO, KEY_MIN
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-            key = max(key, order_key(load(nxt[j])))
-            out[j] = store(prev[j] * inv)
-        return total, from_order_key(key)
-
-    @register_jitable
-    def first_exps(row, m, e, nxt):  # type: ignore[no-untyped-def]
-        """As `exps`, with no previous row to write."""
-        total, key = ZERO, KEY_MIN
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-            key = max(key, order_key(load(nxt[j])))
-        return total, from_order_key(key)
-
-    @register_jitable
-    def last_exps(row, m, e, prev, inv, out):  # type: ignore[no-untyped-def]
-        """As `exps`, with no next row to read."""
-        total = ZERO
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-            out[j] = store(prev[j] * inv)
-        return total
-
-    @register_jitable
-    def alone_exps(row, m, e):  # type: ignore[no-untyped-def]
-        """As `exps`, for a block of one row."""
-        total = ZERO
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-        return total
-
-    @register_jitable
-    def scaled(e, inv, out):  # type: ignore[no-untyped-def]
-        for j in range(e.size):
-            out[j] = store(e[j] * inv)
-
-    @register_jitable
-    def block(x, y, r0, r1, buf):  # type: ignore[no-untyped-def]
-        cols = x.shape[1]
-        e = buf[: 2 * cols].reshape((2, cols))  # e[i % 2]: row i's exponentials, e[(i - 1) % 2] the previous row's
-        m = row_max(x[r0])
-        if r1 - r0 == 1:
-            scaled(e[0], reciprocal(alone_exps(x[r0], m, e[0])), y[r0])
-            return
-        total, m = first_exps(x[r0], m, e[0], x[r0 + 1])
-        for i in range(1, r1 - r0 - 1):
-            r = r0 + i
-            inv = reciprocal(total)
-            total, m = exps(x[r], m, e[i % 2], x[r + 1], e[(i - 1) % 2], inv, y[r - 1])
-        i = r1 - r0 - 1
-        total = last_exps(x[r1 - 1], m, e[i % 2], e[(i - 1) % 2], reciprocal(total), y[r1 - 2])
-        scaled(e[i % 2], reciprocal(total), y[r1 - 1])
-
-    return block

@@ -1,0 +1,219 @@
+"""Numba's fused CPU normalization over rows of one chunk, software-pipelined over a block of rows.
+
+Row by row, a row's passes take turns: its statistics read it from memory, the passes after read it from L1/L2
+and compute, its output is stored. Nothing overlaps the memory traffic with the arithmetic but the core's
+out-of-order window, a few hundred instructions, far short of a row. Over a block of rows each loop instead
+carries the memory stream of one row beside the work of another, so loads, stores and arithmetic are in
+flight together:
+
+- rmsnorm: one loop per row writes row i's output and takes row i+1's sum of squares (its first read);
+- layernorm: one loop writes row i's output and takes row i+1's sum, then row i+1's centred squares are
+  summed from L1/L2 (two passes for the variance, as before: no cancellation for rows far from zero);
+- softmax: one loop computes row i's exponentials and their sum, row i+1's max and row i−1's output.
+
+LLVM does not vectorise a loop holding both a maxnum and an fadd reduction, so softmax's max is taken over the
+floats' order-preserving integer keys (`order_key`), a plain integer max. Each block's first row is read
+alone (the pipeline's fill); `normalization_kernels` gives each thread several blocks. Half-precision rows are
+converted as they are read (F16C), with no staging buffer.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from numba.extending import register_jitable
+
+from backends.numba.on_cpu.normalization_rows import reciprocal, reciprocal_std
+from backends.numba.ops import NEG_INF, VECTOR_CODECS, ZERO, exp_float32, fmax32
+from backends.numba.ops import _bits_from_float as bits_from_float
+from backends.numba.ops import _float_from_bits as float_from_bits
+
+SIGN_OFF = np.int32(0x7FFFFFFF)
+KEY_MIN = np.int32(-(2**31))
+
+
+@register_jitable
+def order_key(v: float) -> int:
+    """An int32 that orders as the float32 v does (−0 just below +0; a NaN with its sign bit clear above +inf,
+    so that a row holding one gets a NaN max and NaN outputs): negative floats have their magnitude bits
+    flipped. Its own inverse (`from_order_key`)."""
+    i = np.int32(bits_from_float(v))
+    return np.int32(i ^ ((i >> np.int32(31)) & SIGN_OFF))
+
+
+@register_jitable
+def from_order_key(k: int) -> float:
+    return float_from_bits(np.int32(k ^ ((k >> np.int32(31)) & SIGN_OFF)))
+
+
+def block_function(op: str, dtype: str) -> Any:
+    """block(x, y, r0, r1, buf, wf, bf): `op` over rows r0..r1 − 1, pipelined; buf is the thread's float32
+    scratch of two rows (softmax's exponentials), wf and bf the weight and bias in float32."""
+    return {"layernorm": _layernorm_block, "rmsnorm": _rmsnorm_block, "softmax": _softmax_block}[op](dtype)
+
+
+@functools.cache
+def _rmsnorm_block(dtype: str) -> Any:
+    load, store = VECTOR_CODECS[dtype]
+
+    @register_jitable
+    def square_sum(row):  # type: ignore[no-untyped-def]
+        total = ZERO
+        for j in range(row.size):
+            v = load(row[j])
+            total += v * v
+        return total
+
+    @register_jitable
+    def output_then_square_sum(row, out, rstd, wf, nxt):  # type: ignore[no-untyped-def]
+        """out = row · rstd · w; Σ nxt²."""
+        total = ZERO
+        for j in range(row.size):
+            out[j] = store(load(row[j]) * rstd * wf[j])
+            v = load(nxt[j])
+            total += v * v
+        return total
+
+    @register_jitable
+    def output(row, out, rstd, wf):  # type: ignore[no-untyped-def]
+        for j in range(row.size):
+            out[j] = store(load(row[j]) * rstd * wf[j])
+
+    @register_jitable
+    def block(x, y, r0, r1, buf, wf, bf):  # type: ignore[no-untyped-def]
+        n = np.float32(x.shape[1])
+        total = square_sum(x[r0])
+        for r in range(r0, r1 - 1):
+            total = output_then_square_sum(x[r], y[r], reciprocal_std(total / n), wf, x[r + 1])
+        output(x[r1 - 1], y[r1 - 1], reciprocal_std(total / n), wf)
+
+    return block
+
+
+@functools.cache
+def _layernorm_block(dtype: str) -> Any:
+    load, store = VECTOR_CODECS[dtype]
+
+    @register_jitable
+    def row_sum(row):  # type: ignore[no-untyped-def]
+        total = ZERO
+        for j in range(row.size):
+            total += load(row[j])
+        return total
+
+    @register_jitable
+    def centred_square_sum(row, mean):  # type: ignore[no-untyped-def]
+        m2 = ZERO
+        for j in range(row.size):
+            d = load(row[j]) - mean
+            m2 += d * d
+        return m2
+
+    @register_jitable
+    def output_then_sum(row, out, mean, rstd, wf, bf, nxt):  # type: ignore[no-untyped-def]
+        """out = (row − mean) · rstd · w + b; Σ nxt."""
+        total = ZERO
+        for j in range(row.size):
+            out[j] = store((load(row[j]) - mean) * rstd * wf[j] + bf[j])
+            total += load(nxt[j])
+        return total
+
+    @register_jitable
+    def output(row, out, mean, rstd, wf, bf):  # type: ignore[no-untyped-def]
+        for j in range(row.size):
+            out[j] = store((load(row[j]) - mean) * rstd * wf[j] + bf[j])
+
+    @register_jitable
+    def block(x, y, r0, r1, buf, wf, bf):  # type: ignore[no-untyped-def]
+        n = np.float32(x.shape[1])
+        mean = row_sum(x[r0]) / n
+        for r in range(r0, r1 - 1):
+            rstd = reciprocal_std(centred_square_sum(x[r], mean) / n)
+            mean_next = output_then_sum(x[r], y[r], mean, rstd, wf, bf, x[r + 1]) / n
+            mean = mean_next
+        r = r1 - 1
+        output(x[r], y[r], mean, reciprocal_std(centred_square_sum(x[r], mean) / n), wf, bf)
+
+    return block
+
+
+@functools.cache
+def _softmax_block(dtype: str) -> Any:
+    load, store = VECTOR_CODECS[dtype]
+
+    @register_jitable
+    def row_max(row):  # type: ignore[no-untyped-def]
+        m = NEG_INF
+        for j in range(row.size):
+            m = fmax32(m, load(row[j]))
+        return m
+
+    @register_jitable
+    def exps(row, m, e, nxt, prev, inv, out):  # type: ignore[no-untyped-def]
+        """Σ exp(row − m) with each term in e; the max of nxt; out = prev · inv. One loop, three rows."""
+        total, key = ZERO, KEY_MIN
+        for j in range(row.size):
+            v = exp_float32(load(row[j]) - m)
+            e[j] = v
+            total += v
+            key = max(key, order_key(load(nxt[j])))
+            out[j] = store(prev[j] * inv)
+        return total, from_order_key(key)
+
+    @register_jitable
+    def first_exps(row, m, e, nxt):  # type: ignore[no-untyped-def]
+        """As `exps`, with no previous row to write."""
+        total, key = ZERO, KEY_MIN
+        for j in range(row.size):
+            v = exp_float32(load(row[j]) - m)
+            e[j] = v
+            total += v
+            key = max(key, order_key(load(nxt[j])))
+        return total, from_order_key(key)
+
+    @register_jitable
+    def last_exps(row, m, e, prev, inv, out):  # type: ignore[no-untyped-def]
+        """As `exps`, with no next row to read."""
+        total = ZERO
+        for j in range(row.size):
+            v = exp_float32(load(row[j]) - m)
+            e[j] = v
+            total += v
+            out[j] = store(prev[j] * inv)
+        return total
+
+    @register_jitable
+    def alone_exps(row, m, e):  # type: ignore[no-untyped-def]
+        """As `exps`, for a block of one row."""
+        total = ZERO
+        for j in range(row.size):
+            v = exp_float32(load(row[j]) - m)
+            e[j] = v
+            total += v
+        return total
+
+    @register_jitable
+    def scaled(e, inv, out):  # type: ignore[no-untyped-def]
+        for j in range(e.size):
+            out[j] = store(e[j] * inv)
+
+    @register_jitable
+    def block(x, y, r0, r1, buf, wf, bf):  # type: ignore[no-untyped-def]
+        cols = x.shape[1]
+        e = buf[: 2 * cols].reshape((2, cols))  # e[i % 2]: row i's exponentials, e[(i - 1) % 2] the previous row's
+        m = row_max(x[r0])
+        if r1 - r0 == 1:
+            scaled(e[0], reciprocal(alone_exps(x[r0], m, e[0])), y[r0])
+            return
+        total, m = first_exps(x[r0], m, e[0], x[r0 + 1])
+        for i in range(1, r1 - r0 - 1):
+            r = r0 + i
+            inv = reciprocal(total)
+            total, m = exps(x[r], m, e[i % 2], x[r + 1], e[(i - 1) % 2], inv, y[r - 1])
+        i = r1 - r0 - 1
+        total = last_exps(x[r1 - 1], m, e[i % 2], e[(i - 1) % 2], reciprocal(total), y[r1 - 2])
+        scaled(e[i % 2], reciprocal(total), y[r1 - 1])
+
+    return block
