@@ -26,6 +26,7 @@ BAD = [
     (["scenario=attention", "scenario.cols=5"], "unknown key scenario.cols for attention; valid: batch, heads"),
     (["timing.min_reps=0"], "min_reps"),
     (["timing.budget_s=fast"], "budget_s"),
+    (["timing.ceiling=sometimes"], "timing.ceiling='sometimes' is not one of: interleaved, once"),
     (["scenario.ops=[" + ",".join(["scale"] * 17) + "]"], "1..16"),
     (["-m", "scenario.n=10,0"], "must be an integer in 1"),
     (["backend_options.cupy.block=100"], "backend_options.cupy.block=100 must be a multiple of 32 in 32..1024"),

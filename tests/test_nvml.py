@@ -257,8 +257,8 @@ FOUND = {
 
 def test_rows_timed_on_the_gpu_are_flagged_with_the_union_of_before_and_after(install, monkeypatch):
     install(fake_pynvml(masks=(SW_POWER | IDLE, HW_THERMAL)))
-    monkeypatch.setattr(measure, "timed", lambda found, job, clock: found)
-    found, reasons = execute.timed_watching_clocks(FOUND, job=None, cuda_clock=None)
+    monkeypatch.setattr(measure, "timed", lambda found, job, clock, copies=None: (found, {}))
+    found, reasons, _ = execute.timed_watching_clocks(FOUND, job=None, cuda_clock=None)
     assert reasons == ("sw_power_cap", "hw_thermal_slowdown")
     rows = execute.flag_throttled([_row(k) for k in found], found, reasons)
     assert [r.throttled for r in rows] == ["sw_power_cap,hw_thermal_slowdown"] * 2 + ["", ""]
@@ -266,7 +266,7 @@ def test_rows_timed_on_the_gpu_are_flagged_with_the_union_of_before_and_after(in
 
 def test_nvml_is_not_asked_where_nothing_runs_on_a_gpu(install, monkeypatch):
     fake = install(fake_pynvml(masks=(SW_POWER,)))
-    monkeypatch.setattr(measure, "timed", lambda found, job, clock: found)
+    monkeypatch.setattr(measure, "timed", lambda found, job, clock, copies=None: (found, {}))
     cpu_only = {k: s for k, s in FOUND.items() if k.device == "cpu" or s.mode == EMULATED}
     assert execute.timed_watching_clocks(cpu_only, job=None, cuda_clock=None)[1] == ()
     assert fake.calls == []
@@ -274,8 +274,8 @@ def test_nvml_is_not_asked_where_nothing_runs_on_a_gpu(install, monkeypatch):
 
 def test_without_nvml_no_row_is_flagged(install, monkeypatch):
     install(None)
-    monkeypatch.setattr(measure, "timed", lambda found, job, clock: found)
-    found, reasons = execute.timed_watching_clocks(FOUND, job=None, cuda_clock=None)
+    monkeypatch.setattr(measure, "timed", lambda found, job, clock, copies=None: (found, {}))
+    found, reasons, _ = execute.timed_watching_clocks(FOUND, job=None, cuda_clock=None)
     assert reasons == () and {
         r.throttled for r in execute.flag_throttled([_row(k) for k in found], found, reasons)
     } == {""}

@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from suite.core.backend import BACKENDS, Copy
 from suite.run.config import TimingConfig
-from suite.run.timing import CpuClock, CudaClock, last_level_cache_bytes, measure_interleaved
+from suite.run.timing import CpuClock, CudaClock, Timing, last_level_cache_bytes, measure_interleaved
 
 COPY_TIMING = TimingConfig(budget_s=0.3, min_reps=5, max_reps=200, warmup=2)
 
@@ -83,3 +83,37 @@ def held_to(rates: Mapping[str, float], ordinary: Collection[str]) -> str:
     the fastest of all where no such copy was measured."""
     kept = [m for m in rates if m in ordinary] or list(rates)
     return max(kept, key=rates.__getitem__)
+
+
+@functools.cache
+def held_copy(device: str) -> Copy | None:
+    """The copy `measure(device)` held the device to, built once per process at the ceiling's size (its buffers
+    stay allocated), to be timed beside a case's implementations; None where it cannot be built again."""
+    top = measure(device)
+    stream = None
+    if device == "cuda":
+        from suite.gpu import driver as cuda_driver
+
+        stream = cuda_driver.shared_stream()
+    return next((c for c in copies(device, top.bytes_per_copy // 8, stream) if c.method == top.method), None)
+
+
+def beside(ceilings: Mapping[str, Ceiling], traffic: Mapping[str, int]) -> dict[str, Copy]:
+    """The ceiling copies to time beside a case, per device: where the case moves more bytes (`traffic`, its
+    largest variant's) than the device's last cache level holds."""
+    out = {}
+    for device, top in ceilings.items():
+        if traffic.get(device, 0) > top.cache_bytes and (copy := held_copy(device)) is not None:
+            out[device] = copy
+    return out
+
+
+def read_beside(ceilings: Mapping[str, Ceiling], readings: Mapping[str, Timing]) -> dict[str, Ceiling]:
+    """`ceilings` with each device that timed its copy beside the case held to that reading instead."""
+    out = dict(ceilings)
+    for device, timing in readings.items():
+        top = ceilings[device]
+        if timing.times_ms:
+            gbps = top.bytes_per_copy / (timing.median * 1e-3) / 1e9
+            out[device] = replace(top, gbps=gbps, method=f"{top.method}, timed beside the case")
+    return out

@@ -26,6 +26,10 @@ class TimingConfig:
     """A case (all its implementations) that runs longer becomes rows with status `error` and the sweep goes on."""
     graphs: bool = False
     """CUDA: also time each variant's launcher captured in a CUDA graph and replayed (`time_graph_ms`)."""
+    ceiling: str = "interleaved"
+    """`interleaved`: a case whose traffic exceeds the device's last cache level also times the ceiling's copy
+    in its own rounds, and its rows' ceiling_gbps is that reading (a shared machine's bandwidth drifts between
+    cases); `once`: every row is held to the copy measured as the worker started (suite.run.ceiling)."""
 
 
 @dataclass

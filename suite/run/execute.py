@@ -14,16 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from suite.core.backend import Copy
 from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import nvml
-from suite.run import check, measure
+from suite.run import ceiling, check, measure
 from suite.run.assemble import assemble
 from suite.run.ceiling import Ceiling
 from suite.run.job import Case, Job
 from suite.run.stages import Ledger, Stages
-from suite.run.timing import CudaClock
+from suite.run.timing import CudaClock, Timing
 
 Notify = Callable[[Any], None]
 
@@ -53,8 +54,9 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
-    found, throttled = timed_watching_clocks(found, job, cuda_clock)
-    found = measure.rated(found, ceilings)
+    copies = ceiling.beside(ceilings, _traffic(found)) if job.timing.ceiling == "interleaved" else {}
+    found, throttled, readings = timed_watching_clocks(found, job, cuda_clock, copies)
+    found = measure.rated(found, ceiling.read_beside(ceilings, readings))
     found = measure.compared(found, scn, case.seed)
     found = measure.rivaled(found, scn, case.seed)
     return flag_throttled([assemble(key, case, stages) for key, stages in found.items()], found, throttled)
@@ -65,15 +67,27 @@ def on_gpu(device: str, stages: Stages) -> bool:
     return device == "cuda" and stages.mode == NATIVE and stages.ok and stages.check is not None
 
 
-def timed_watching_clocks(found: measure.Found, job: Job, cuda_clock: CudaClock | None
-                          ) -> tuple[measure.Found, tuple[str, ...]]:  # fmt: skip
-    """`measure.timed`, with the GPU's clock-throttle reasons read from NVML just before and just after where
-    anything is timed on it: their union (empty: none seen, or no NVML). NVML reports the clocks' state of the
-    moment, so a throttle that came and went between the two readings is not seen."""
+def _traffic(found: measure.Found) -> dict[str, int]:
+    """Per device, the most bytes one implementation of the case moves (its ledger's)."""
+    out: dict[str, int] = {}
+    for key, stages in found.items():
+        if stages.ledger is not None:
+            moved = int(stages.ledger.bytes_read + stages.ledger.bytes_written)
+            out[key.device] = max(out.get(key.device, 0), moved)
+    return out
+
+
+def timed_watching_clocks(found: measure.Found, job: Job, cuda_clock: CudaClock | None,
+                          copies: dict[str, Copy] | None = None
+                          ) -> tuple[measure.Found, tuple[str, ...], dict[str, Timing]]:  # fmt: skip
+    """`measure.timed` (with the ceiling `copies` timed beside), with the GPU's clock-throttle reasons read from
+    NVML just before and just after where anything is timed on it: their union (empty: none seen, or no NVML).
+    NVML reports the clocks' state of the moment, so a throttle that came and went between the two readings is
+    not seen."""
     watch = any(on_gpu(k.device, s) for k, s in found.items())
     before = nvml.throttle_reasons() if watch else ()
-    found = measure.timed(found, job, cuda_clock)
-    return found, nvml.union(before, nvml.throttle_reasons() if watch else ())
+    found, readings = measure.timed(found, job, cuda_clock, copies)
+    return found, nvml.union(before, nvml.throttle_reasons() if watch else ()), readings
 
 
 def flag_throttled(rows: list[Row], found: measure.Found, reasons: tuple[str, ...]) -> list[Row]:

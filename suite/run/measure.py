@@ -7,11 +7,14 @@ all of one device side by side, so their ratio is honest (see `suite.run.timing`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from suite.core import fusion, numerics
+from suite.core.backend import Copy
 from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
@@ -19,7 +22,7 @@ from suite.run.ceiling import Ceiling
 from suite.run.graph_timing import graph_timed
 from suite.run.job import Job
 from suite.run.stages import Comparison, Peer, Rates, Rival, Stages, Timed
-from suite.run.timing import CpuClock, CudaClock, measure_interleaved
+from suite.run.timing import CpuClock, CudaClock, Timing, measure_interleaved
 
 Found = dict[KernelKey, Stages]
 
@@ -61,23 +64,34 @@ def peers(found: Found, seed: int = 0) -> Found:
     return out
 
 
-def timed(found: Found, job: Job, cuda_clock: CudaClock | None) -> Found:
-    """Time every correct, natively run implementation, interleaved with the others of its device."""
-    out = dict(found)
+def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
+          beside: Mapping[str, Copy] | None = None) -> tuple[Found, dict[str, Timing]]:  # fmt: skip
+    """Time every correct, natively run implementation, interleaved with the others of its device; and the
+    copy `beside` a device's implementations in the same rounds (`suite.run.ceiling.beside`), its timing
+    returned per device."""
+    out, readings = dict(found), {}
     for device in ("cpu", "cuda"):
         group = {k: s.check.launcher for k, s in found.items() if k.device == device and _timeable(s)}
         if not group:
             continue
         clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
         late = getattr(clock, "late", 0)
-        results = measure_interleaved(dict(group), clock, job.timing)
+        copy = (beside or {}).get(device)
+        launchers: dict[Any, Any] = {**group, CEILING: copy.launch} if copy is not None else dict(group)
+        results = measure_interleaved(launchers, clock, job.timing)
+        if copy is not None:
+            readings[device] = results.pop(CEILING)
         cold = job.timing.cold_cache if device == "cpu" else True  # CUDA always flushes L2
         notes = {"late_launches": clock.late - late} if getattr(clock, "late", 0) > late else {}
         for k in group:
             out[k] = replace(found[k], timing=replace(Timed.of(results[k], cold), notes=notes))
         if device == "cuda" and job.timing.graphs:
             out = graph_timed(out, job.timing, clock)
-    return out
+    return out, readings
+
+
+CEILING = ("ceiling", "copy")
+"""The key of the ceiling's copy among a device's launchers (no KernelKey is a 2-tuple of strings)."""
 
 
 def _timeable(stages: Stages) -> bool:

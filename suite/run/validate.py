@@ -134,12 +134,18 @@ def plan(cfg: DictConfig) -> Plan:
     return Plan(scn, cases, dtypes, backends, variants, targets)
 
 
+CEILINGS = ("interleaved", "once")
+"""timing.ceiling: the copy timed beside each case that exceeds the cache, or the worker's one measurement."""
+
+
 def _check_timing(cfg: DictConfig) -> None:
     t = cfg.timing
     if not (t.budget_s >= 0 and t.min_reps >= 1 and t.max_reps >= t.min_reps and t.warmup >= 0):
         raise ConfigError("timing needs budget_s >= 0, min_reps >= 1, max_reps >= min_reps and warmup >= 0")
     if not t.case_timeout_s > 0:
         raise ConfigError(f"timing.case_timeout_s={t.case_timeout_s} must be positive")
+    if t.ceiling not in CEILINGS:
+        raise ConfigError(f"timing.ceiling={t.ceiling!r} is not one of: {', '.join(CEILINGS)}")
     if cfg.device.emulate_max_elements < 1:
         raise ConfigError("device.emulate_max_elements must be at least 1")
 
