@@ -7,6 +7,7 @@ a committed GPU run (results/h200_matmul/g3a, an older table without row ids) th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -74,6 +75,8 @@ def _headings(text: str) -> list[str]:
 
 def test_one_run_rebuilt_as_finalize_made_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     made = write_run(tmp_path / "made", PAYS, "AMD EPYC", "abc1234")
+    gpu = {"name": "NVIDIA H200", "uuid": "GPU-1", "temperature_c": 40}  # the provenance line reads it from disk
+    (made / "environment.json").write_text(json.dumps({"nvml": {"start": gpu, "end": {**gpu, "temperature_c": 47}}}))
     finalize(read(made / "results.csv"), made)
     capsys.readouterr()  # finalize's summary of the run
     rebuilt = tmp_path / "rebuilt"
@@ -83,7 +86,7 @@ def test_one_run_rebuilt_as_finalize_made_it(tmp_path: Path, capsys: pytest.Capt
     assert str(rebuilt / "report.md") in out
     expected = (made / "report.md").read_text(encoding="utf-8")
     assert (rebuilt / "report.md").read_text(encoding="utf-8") == expected
-    assert "## elementwise_chain" in _headings(expected)
+    assert "## elementwise_chain" in _headings(expected) and "NVIDIA H200 `GPU-1`" in expected
     charts = sorted(p.name for p in (made / "charts").iterdir())
     assert "speedup_elementwise_chain.png" in charts
     assert sorted(p.name for p in (rebuilt / "charts").iterdir()) == charts

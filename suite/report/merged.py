@@ -21,7 +21,7 @@ import pandas as pd
 
 from suite.core.errors import ConfigError
 from suite.core.row import COLUMNS
-from suite.core.store import CSV_NAME, RESULTS_PARQUET, Run, load, typed, write_environment
+from suite.core.store import CSV_NAME, ENVIRONMENT, RESULTS_PARQUET, Run, load, typed, write_environment
 from suite.core.tidy import tidy
 from suite.report import facets
 from suite.report.plots import make_charts
@@ -77,7 +77,7 @@ def default_out(now: datetime | None = None) -> Path:
 
 def rebuild(run: Run, out: Path | None = None) -> Path:
     """The charts and report.md of one run, as `suite.cli.finalize` makes them; elsewhere than the run's own
-    directory, its results.csv (and the typed Parquet copy) go beside them."""
+    directory, its results.csv (and the typed Parquet copy) and environment.json go beside them."""
     out = Path(out) if out is not None else run.path
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() != run.path.resolve():
@@ -86,6 +86,8 @@ def rebuild(run: Run, out: Path | None = None) -> Path:
         else:
             run.results.to_csv(out / CSV_NAME, index=False)
         typed(run.results).to_parquet(out / RESULTS_PARQUET, index=False)
+        if (run.path / ENVIRONMENT).exists():  # the report's provenance lines read it from beside the report
+            shutil.copyfile(run.path / ENVIRONMENT, out / ENVIRONMENT)
     charts = make_charts(run.results, out / "charts")
     return write_report(run.results, charts, out)
 
