@@ -7,8 +7,10 @@ carries the memory stream of one row beside the work of another, so loads, store
 flight together:
 
 - rmsnorm: one loop per row writes row i's output and takes row i+1's sum of squares (its first read);
-- layernorm: one loop writes row i's output and takes row i+1's sum, then row i+1's centred squares are
-  summed from L1/L2 (two passes for the variance, as before: no cancellation for rows far from zero);
+- layernorm: one loop writes row i's output and takes row i+1's sum and sum of squares, both shifted by the
+  row's first value, so a row far from zero loses nothing to the offset; where the shift is far from the mean
+  in units of the spread (the variance would cancel more than 8 bits of the sum of squares), the centred
+  squares are summed again from L1/L2, the two-pass variance;
 - softmax: one loop computes row i's exponentials and their sum, row i+1's max and row i−1's output.
 
 LLVM does not vectorise a loop holding both a maxnum and an fadd reduction, so softmax's max is taken over the
@@ -30,6 +32,10 @@ from backends.numba.ops import NEG_INF, VECTOR_CODECS, ZERO, exp_float32, fmax32
 from backends.numba.ops import _bits_from_float as bits_from_float
 from backends.numba.ops import _float_from_bits as float_from_bits
 
+KEPT = np.float32(2.0**-8)
+"""Layernorm: the share of the shifted sum of squares the variance must keep (at most 8 bits cancelled, a relative
+error of 2⁸ ulp in the variance), else it is summed again about the mean. The row's first value, the shift, is
+in the row, so it is at most √n spreads from the mean: the second pass is for long rows that start far out."""
 SIGN_OFF = np.int32(0x7FFFFFFF)
 KEY_MIN = np.int32(-(2**31))
 
@@ -97,28 +103,39 @@ def _layernorm_block(dtype: str) -> Any:
     load, store = VECTOR_CODECS[dtype]
 
     @register_jitable
-    def row_sum(row):  # type: ignore[no-untyped-def]
-        total = ZERO
+    def shifted_moments(row, c):  # type: ignore[no-untyped-def]
+        """(Σ (v − c), Σ (v − c)²) of a row."""
+        s1, s2 = ZERO, ZERO
         for j in range(row.size):
-            total += load(row[j])
-        return total
+            d = load(row[j]) - c
+            s1 += d
+            s2 += d * d
+        return s1, s2
 
     @register_jitable
-    def centred_square_sum(row, mean):  # type: ignore[no-untyped-def]
-        m2 = ZERO
-        for j in range(row.size):
-            d = load(row[j]) - mean
-            m2 += d * d
-        return m2
-
-    @register_jitable
-    def output_then_sum(row, out, mean, rstd, wf, bf, nxt):  # type: ignore[no-untyped-def]
-        """out = (row − mean) · rstd · w + b; Σ nxt."""
-        total = ZERO
+    def output_then_moments(row, out, mean, rstd, wf, bf, nxt, c):  # type: ignore[no-untyped-def]
+        """out = (row − mean) · rstd · w + b; the shifted moments of nxt."""
+        s1, s2 = ZERO, ZERO
         for j in range(row.size):
             out[j] = store((load(row[j]) - mean) * rstd * wf[j] + bf[j])
-            total += load(nxt[j])
-        return total
+            d = load(nxt[j]) - c
+            s1 += d
+            s2 += d * d
+        return s1, s2
+
+    @register_jitable
+    def statistics(row, s1, s2, c, n):  # type: ignore[no-untyped-def]
+        """(mean, 1/std) from the moments shifted by c; where Σ (v − mean)² = s2 − s1²/n would cancel more of s2
+        than `KEPT` allows (c far from the mean in units of the spread), or is not finite, summed again from
+        L1/L2."""
+        mean = c + s1 / n
+        m2 = s2 - s1 * s1 / n
+        if not m2 > KEPT * s2:
+            m2 = ZERO
+            for j in range(row.size):
+                d = load(row[j]) - mean
+                m2 += d * d
+        return mean, reciprocal_std(m2 / n)
 
     @register_jitable
     def output(row, out, mean, rstd, wf, bf):  # type: ignore[no-untyped-def]
@@ -128,13 +145,14 @@ def _layernorm_block(dtype: str) -> Any:
     @register_jitable
     def block(x, y, r0, r1, buf, wf, bf):  # type: ignore[no-untyped-def]
         n = np.float32(x.shape[1])
-        mean = row_sum(x[r0]) / n
+        c = load(x[r0][0])
+        s1, s2 = shifted_moments(x[r0], c)
         for r in range(r0, r1 - 1):
-            rstd = reciprocal_std(centred_square_sum(x[r], mean) / n)
-            mean_next = output_then_sum(x[r], y[r], mean, rstd, wf, bf, x[r + 1]) / n
-            mean = mean_next
-        r = r1 - 1
-        output(x[r], y[r], mean, reciprocal_std(centred_square_sum(x[r], mean) / n), wf, bf)
+            mean, rstd = statistics(x[r], s1, s2, c, n)
+            c = load(x[r + 1][0])
+            s1, s2 = output_then_moments(x[r], y[r], mean, rstd, wf, bf, x[r + 1], c)
+        mean, rstd = statistics(x[r1 - 1], s1, s2, c, n)
+        output(x[r1 - 1], y[r1 - 1], mean, rstd, wf, bf)
 
     return block
 
