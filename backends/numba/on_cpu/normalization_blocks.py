@@ -182,7 +182,8 @@ def _softmax_block(dtype: str) -> Any:
 
     @register_jitable
     def first_exps(row, m, e, nxt):  # type: ignore[no-untyped-def]
-        """As `exps`, with no previous row to write."""
+        """As `exps`, with no previous row to write. A block's last row passes itself as nxt (read again from
+        L1, its max unused), and is written apart, so that one loop serves every row but the middle ones."""
         total, key = ZERO, KEY_MIN
         for j in range(row.size):
             v = exp_float32(load(row[j]) - m)
@@ -190,27 +191,6 @@ def _softmax_block(dtype: str) -> Any:
             total += v
             key = max(key, order_key(load(nxt[j])))
         return total, from_order_key(key)
-
-    @register_jitable
-    def last_exps(row, m, e, prev, inv, out):  # type: ignore[no-untyped-def]
-        """As `exps`, with no next row to read."""
-        total = ZERO
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-            out[j] = store(prev[j] * inv)
-        return total
-
-    @register_jitable
-    def alone_exps(row, m, e):  # type: ignore[no-untyped-def]
-        """As `exps`, for a block of one row."""
-        total = ZERO
-        for j in range(row.size):
-            v = exp_float32(load(row[j]) - m)
-            e[j] = v
-            total += v
-        return total
 
     @register_jitable
     def scaled(e, inv, out):  # type: ignore[no-untyped-def]
@@ -223,7 +203,7 @@ def _softmax_block(dtype: str) -> Any:
         e = buf[: 2 * cols].reshape((2, cols))  # e[i % 2]: row i's exponentials, e[(i - 1) % 2] the previous row's
         m = row_max(x[r0])
         if r1 - r0 == 1:
-            scaled(e[0], reciprocal(alone_exps(x[r0], m, e[0])), y[r0])
+            scaled(e[0], reciprocal(first_exps(x[r0], m, e[0], x[r0])[0]), y[r0])
             return
         total, m = first_exps(x[r0], m, e[0], x[r0 + 1])
         for i in range(1, r1 - r0 - 1):
@@ -231,7 +211,8 @@ def _softmax_block(dtype: str) -> Any:
             inv = reciprocal(total)
             total, m = exps(x[r], m, e[i % 2], x[r + 1], e[(i - 1) % 2], inv, y[r - 1])
         i = r1 - r0 - 1
-        total = last_exps(x[r1 - 1], m, e[i % 2], e[(i - 1) % 2], reciprocal(total), y[r1 - 2])
+        scaled(e[(i - 1) % 2], reciprocal(total), y[r1 - 2])
+        total = first_exps(x[r1 - 1], m, e[i % 2], x[r1 - 1])[0]
         scaled(e[i % 2], reciprocal(total), y[r1 - 1])
 
     return block
