@@ -1,14 +1,11 @@
-"""The row bodies of Numba's fused CPU normalization kernel, and the chunk statistics they are made of.
+"""The row bodies of Numba's fused CPU normalization kernel for rows wider than a chunk, and the chunk
+statistics they are made of.
 
-`backends.numba.on_cpu.normalization_kernels` runs one of these per row in a parallel loop; they sit apart
-so that each op's row is read as one unit. `tile` is honoured as the chunk the statistics are taken over: a
-row of at most `tile` columns is one chunk, whose passes (statistics, then output) read it from L1/L2 —
-float32 rows in place, float16 rows converted once into the thread's float32 buffer, which also holds
-softmax's exponentials between passes. A wider row is walked chunk by chunk for its statistics (Chan's merge
-for layernorm, an online max for softmax) and read once more to write the output: the ledger's re-read.
-
-Rows of one chunk are not run one by one but pipelined over blocks of rows (`normalization_blocks`); these row
-bodies serve rows wider than a chunk.
+`backends.numba.on_cpu.normalization_kernels` runs one of these per row in a parallel loop when a row has more
+than `tile` columns (rows of one chunk are pipelined over blocks of rows instead: `normalization_blocks`). The
+row is walked chunk by chunk for its statistics — float32 chunks in place, float16 chunks converted into the
+thread's float32 buffer — merged as they come (Chan's merge for layernorm, an online max for softmax), then read
+once more to write the output: the ledger's re-read. The fenced reciprocals are shared with the blocks.
 """
 
 from __future__ import annotations
@@ -122,18 +119,6 @@ def _max(chunk):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _exp_sum(chunk, m, e):  # type: ignore[no-untyped-def]
-    """Σ exp(v − m) over a chunk, each term also written to the float32 row `e`, which must not be a view
-    overlapping the chunk: LLVM would then find its runtime overlap check failing and run the loop scalar."""
-    total = ZERO
-    for j in range(chunk.size):
-        v = exp_float32(chunk[j] - m)
-        e[j] = v
-        total += v
-    return total
-
-
-@register_jitable
 def _max_sum(chunk):  # type: ignore[no-untyped-def]
     """(m, Σ exp(v − m)) with m the chunk's max."""
     m = _max(chunk)
@@ -150,20 +135,13 @@ def row_function(op: str, dtype: str) -> Any:
 
 
 def _layernorm_row(dtype: str) -> Any:
-    """One row: its moments from the chunk in place (one chunk) or merged chunk by chunk, then the output."""
+    """One row: its moments merged chunk by chunk, then the output."""
     load, store = VECTOR_CODECS[dtype]
     stage = _stage(dtype)
 
     @register_jitable
     def layernorm_row(row, out, buf, wf, bf, tile):  # type: ignore[no-untyped-def]
         cols = row.size
-        if cols <= tile:  # one chunk: the row stays on chip (L1/L2) between the passes
-            chunk = stage(row, 0, cols, buf)
-            mean, m2 = _moments(chunk)
-            rstd = reciprocal_std(m2 / np.float32(cols))
-            for j in range(cols):
-                out[j] = store((chunk[j] - mean) * rstd * wf[j] + bf[j])
-            return
         mean, m2, count = ZERO, ZERO, ZERO  # Chan et al.: merge each chunk's mean and M2
         for start in range(0, cols, tile):
             n = min(tile, cols - start)
@@ -189,12 +167,6 @@ def _rmsnorm_row(dtype: str) -> Any:
     @register_jitable
     def rmsnorm_row(row, out, buf, wf, bf, tile):  # type: ignore[no-untyped-def]
         cols = row.size
-        if cols <= tile:
-            chunk = stage(row, 0, cols, buf)
-            rstd = reciprocal_std(_square_sum(chunk) / np.float32(cols))
-            for j in range(cols):
-                out[j] = store(chunk[j] * rstd * wf[j])
-            return
         total = ZERO
         for start in range(0, cols, tile):
             total += _square_sum(stage(row, start, min(tile, cols - start), buf))
@@ -206,20 +178,13 @@ def _rmsnorm_row(dtype: str) -> Any:
 
 
 def _softmax_row(dtype: str) -> Any:
-    """One row: its max and sum of exponentials (online, chunk by chunk, for a wide row), then the output."""
+    """One row: its max and sum of exponentials online, chunk by chunk, then the output."""
     load, store = VECTOR_CODECS[dtype]
     stage = _stage(dtype)
 
     @register_jitable
     def softmax_row(row, out, buf, wf, bf, tile):  # type: ignore[no-untyped-def]
         cols = row.size
-        if cols <= tile:
-            chunk = stage(row, 0, cols, buf)
-            e = buf[cols : 2 * cols]  # not the chunk: overlapping views would stop LLVM vectorising
-            inv = reciprocal(_exp_sum(chunk, _max(chunk), e))
-            for j in range(cols):
-                out[j] = store(e[j] * inv)
-            return
         m, total = NEG_INF, ZERO  # online softmax: rescale the running sum whenever the max grows
         for start in range(0, cols, tile):
             m_c, total_c = _max_sum(stage(row, start, min(tile, cols - start), buf))
