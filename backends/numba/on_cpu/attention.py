@@ -5,7 +5,8 @@ parallel with `prange` (a head's tiles interleaved long with short, so that the 
 between threads); each task streams the keys in tiles of block_n. Both variants share the tile code of
 `attention_tiles`, on float32 scratch tiles that stay in cache: the query tile transposed and pre-scaled by
 1/√d, a K and a V tile, and the scores key-major (st[j, i]). The two tile products (Q·Kᵀ and P·V) are
-register-blocked micro-kernels on eight-lane vectors (`attention_simd`), each output summed in the reduction's
+register-blocked micro-kernels on the host's widest float32 vectors (`attention_simd`: 8 lanes with AVX2,
+16 with AVX-512, recorded in the row as `extra.lanes`), each output summed in the reduction's
 order with one fused multiply-add per term; the softmax loops run across queries, element by element, so LLVM
 vectorises them without reassociating sums. Results do not depend on the vector width. The unfused kernels
 store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in
@@ -27,6 +28,7 @@ import numba
 import numpy as np
 
 from backends.numba.on_cpu.attention_kernels import F32, kernels
+from backends.numba.on_cpu.attention_simd import HOST_LANES
 from backends.numba.ops import CODECS
 from suite.core.registry import Launcher, kernel
 
@@ -51,7 +53,7 @@ def _prepare(inputs: dict[str, Any], out: np.ndarray, params: dict) -> tuple[Sim
         raise ValueError(f"numba/cpu attention: q, k, v and out must share one dtype of {list(CODECS)}")
     arrays = (*(_storage(inputs[n]) for n in ("q", "k", "v")), _storage(out))
     tiles = (bool(params["causal"]), int(params["block_m"]), int(params["block_n"]))
-    return kernels(dtype), arrays, tiles
+    return kernels(dtype, HOST_LANES), arrays, tiles
 
 
 @kernel(scenario="attention", backend="numba", variant="fused", device="cpu")
@@ -64,6 +66,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     def launch() -> None:
         flash(*args)
 
+    launch.notes = {"lanes": ks.lanes}  # type: ignore[attr-defined]
     return launch
 
 
@@ -84,4 +87,5 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for fn, args in steps:
             fn(*args)
 
+    launch.notes = {"lanes": ks.lanes}  # type: ignore[attr-defined]
     return launch

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from backends.numba.on_cpu.attention_tiles import COLS, ROWS, loaders, padded, pv_tile, qk_tile, tile_max
+from backends.numba.on_cpu.attention_tiles import ROWS, loaders, padded, tile_code
 from backends.numba.ops import VECTOR_CODECS, _float_from_bits
 
 F32 = np.float32
@@ -73,16 +73,20 @@ def _tile_of(task: int, tiles: int) -> int:
 
 
 @functools.cache
-def kernels(dtype: str) -> SimpleNamespace:
-    """The four kernels (flash, scores, softmax, pv) for arrays stored as `dtype`, built once per dtype."""
-    return SimpleNamespace(flash=_flash(dtype), scores=_scores(dtype), softmax=_softmax(dtype), pv=_pv(dtype))
+def kernels(dtype: str, lanes: int) -> SimpleNamespace:
+    """The four kernels (flash, scores, softmax, pv) for arrays stored as `dtype`, their tile products on
+    vectors of `lanes` float32, built once per dtype and width."""
+    t = tile_code(lanes)
+    return SimpleNamespace(flash=_flash(dtype, t), scores=_scores(dtype, t), softmax=_softmax(dtype),
+                           pv=_pv(dtype, t), lanes=lanes)  # fmt: skip
 
 
-def _flash(dtype: str) -> Any:
+def _flash(dtype: str, t: SimpleNamespace) -> Any:
     """The fused kernel: per query tile, K and V streamed through in tiles, online softmax, nothing L×L stored."""
     store = VECTOR_CODECS[dtype][1]
-    t = loaders(dtype)
-    load_qt, load_rows = t.load_qt, t.load_rows
+    ld = loaders(dtype)
+    load_qt, load_rows = ld.load_qt, ld.load_rows
+    qk_tile, pv_tile, tile_max, COLS = t.qk_tile, t.pv_tile, t.tile_max, t.cols
 
     @njit(parallel=True, fastmath=FASTMATH)
     def flash(q, k, v, out, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
@@ -130,11 +134,12 @@ def _flash(dtype: str) -> Any:
     return flash
 
 
-def _scores(dtype: str) -> Any:
+def _scores(dtype: str, t: SimpleNamespace) -> Any:
     """Unfused Sᵀ = (Q·Kᵀ·scale)ᵀ; masked scores are not stored: the softmax and P·V never read them."""
     store = VECTOR_CODECS[dtype][1]
-    t = loaders(dtype)
-    load_qt, load_rows = t.load_qt, t.load_rows
+    ld = loaders(dtype)
+    load_qt, load_rows = ld.load_qt, ld.load_rows
+    qk_tile, COLS = t.qk_tile, t.cols
 
     @njit(parallel=True, fastmath=FASTMATH)
     def scores(q, k, s_t, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
@@ -188,10 +193,11 @@ def _softmax(dtype: str) -> Any:
     return softmax
 
 
-def _pv(dtype: str) -> Any:
+def _pv(dtype: str, t: SimpleNamespace) -> Any:
     """Unfused O = P·V from Pᵀ, a query tile at a time, V streamed through in tiles."""
     load, store = VECTOR_CODECS[dtype]
     load_rows = loaders(dtype).load_rows
+    pv_tile, COLS = t.pv_tile, t.cols
 
     @njit(parallel=True, fastmath=FASTMATH)
     def pv(p_t, v, out, causal, block_m, block_n):  # type: ignore[no-untyped-def]
