@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from backends.numba.on_cpu.attention_simd import HOST_LANES, WIDTHS, simd
+from backends.numba.on_cpu.attention_simd import simd
 from backends.numba.on_cpu.attention_tiles import tile_code
+from backends.numba.on_cpu.vector_width import HOST_LANES, WIDTHS
 
 SEED = 20260517
 F32_TOL = 1e-5
@@ -109,7 +110,7 @@ def test_widths_give_the_same_bits() -> None:
 
 def test_host_width_and_unknown_widths() -> None:
     assert HOST_LANES in WIDTHS
-    with pytest.raises(ValueError, match="8 or 16 lanes"):
+    with pytest.raises(ValueError, match="attention vectors have 8 or 16 lanes, not 4"):
         simd(4)
 
 

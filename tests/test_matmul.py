@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from backends.numba.on_cpu.vector_width import WIDTHS
 from scenarios.matmul import EPILOGUE_FLOPS, VARIANTS_BY_EPILOGUE, Matmul, gelu, tiled_reads
 from suite.core import numerics, registry, targets
 from suite.core.errors import ConfigError
@@ -229,3 +230,23 @@ def test_numba_cpu_tiled_is_bitwise_unblocked_across_tasks_slices_and_packing_bl
     tiled, _, _ = _run(KernelKey("matmul", "numba", "tiled", "cpu"), params, "float32")
     assert numerics.judge(tiled, ref, tol)[1] == ""
     assert np.array_equal(unblocked, tiled)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias_gelu"])
+@pytest.mark.parametrize("lanes", WIDTHS)
+def test_numba_cpu_tiled_at_every_vector_width_is_bitwise_unblocked(lanes: int, epilogue: str) -> None:
+    """Each micro-kernel width (its own MR×NR and packing) on 67×301×150, whatever the host's width: the same
+    bits as the unblocked loop, every output written."""
+    from backends.numba.on_cpu.matmul import _tiled_launch
+
+    params = _params(tile=[32, 64, 64], m=67, n=301, k=150)
+    unblocked, _, _ = _run(KernelKey("matmul", "numba", "unblocked", "cpu"), {**params, "epilogue": "none"}, "float32")
+    inputs = MM.make_inputs(params, "float32", np.random.default_rng(SEED))
+    out = np.full(MM.output_shape(params), np.nan, np.float32)
+    _tiled_launch(params, "float32", epilogue == "bias_gelu", "fast", inputs["a"], inputs["b"], inputs["bias"], out,
+                  lanes)()  # fmt: skip
+    if epilogue == "none":
+        np.testing.assert_array_equal(out, unblocked)
+    else:  # the epilogue on the same accumulators as the host-width fused kernel
+        fused, _, _ = _run(KernelKey("matmul", "numba", "fused", "cpu"), {**params, "epilogue": epilogue}, "float32")
+        np.testing.assert_array_equal(out, fused)

@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from backends.numba.on_cpu.attention_kernels import F32, kernels
-from backends.numba.on_cpu.attention_simd import HOST_LANES
+from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.ops import CODECS
 from suite.core.registry import Launcher, kernel
 

@@ -4,12 +4,9 @@ LLVM's loop vectoriser vectorises only an innermost loop, and a tile product who
 its reduction axis is a reduction it may not reorder without fast-math reassociation. The micro-kernels of
 `attention_tiles` keep a block of output rows × two vectors of columns in registers instead, summed in the
 reduction's own order: these intrinsics let them say so. Each is a few LLVM instructions (an unaligned load or
-store, a splat, `llvm.fma`), so that one vector is one register and every update one vfmadd: 8 lanes fill a
-ymm register (AVX2), 16 a zmm register (AVX-512, twice the multiply-adds per instruction). `HOST_LANES` is
-the widest the host CPU holds; any width compiles on any host (LLVM splits a vector wider than its
-registers) and gives the same bits, since the width only decides how many outputs are summed side by side.
-Arrays are 2-D float32, indexed (row, column) without bounds checks: the callers pad their scratch tiles to
-whole vectors.
+store, a splat, `llvm.fma`), so that one vector is one register and every update one vfmadd; the width is
+one of `vector_width.WIDTHS`. Arrays are 2-D float32, indexed (row, column) without bounds checks: the
+callers pad their scratch tiles to whole vectors.
 """
 
 from __future__ import annotations
@@ -18,25 +15,12 @@ import functools
 from types import SimpleNamespace
 from typing import Any
 
-import numba
-from llvmlite import binding, ir
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-WIDTHS = (8, 16)
-"""The vector widths the micro-kernels are built for, in float32 lanes: AVX2's ymm and AVX-512's zmm."""
-
-
-def _host_lanes() -> int:
-    """16 where Numba compiles for this host and it has AVX-512F, else 8 (also where NUMBA_CPU_NAME or
-    NUMBA_CPU_FEATURES choose another target, whose registers the host's features do not describe)."""
-    if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
-        return 8
-    return 16 if binding.get_host_cpu_features().get("avx512f", False) else 8
-
-
-HOST_LANES = _host_lanes()
+from backends.numba.on_cpu.vector_width import check_width
 
 
 class F32Vector(types.Type):
@@ -71,8 +55,7 @@ def _address(context: Any, builder: Any, sig: Any, args: Any, of: ir.Type) -> An
 @functools.cache
 def simd(lanes: int) -> SimpleNamespace:
     """The intrinsics on vectors of `lanes` float32: vload, vstore, vsplat_at, vfma, vzero, vmax."""
-    if lanes not in WIDTHS:
-        raise ValueError(f"attention vectors have {' or '.join(map(str, WIDTHS))} lanes, not {lanes}")
+    check_width(lanes, "attention")
     vec_t, vec = F32Vector(lanes), ir.VectorType(ir.FloatType(), lanes)
 
     @intrinsic

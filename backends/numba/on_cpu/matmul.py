@@ -25,7 +25,8 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba import BACKEND
-from backends.numba.on_cpu.matmul_micro import MR, NR, micro_tile
+from backends.numba.on_cpu.matmul_micro import micro
+from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.op_tables import op_table
 from backends.numba.ops import CODECS, VECTOR_CODECS
 from suite.core.registry import Launcher, kernel
@@ -86,9 +87,11 @@ def _panels(size: int, width: int) -> int:
 
 
 @functools.cache
-def _pack_kernels(dtype: str) -> tuple[Any, Any]:
-    """Packing A into MR-row panels and B into NR-column panels, converting to float32 once per element."""
+def _pack_kernels(dtype: str, lanes: int) -> tuple[Any, Any]:
+    """Packing A into MR-row panels and B into NR-column panels (two vectors of `lanes`), converting to float32
+    once per element."""
     load = VECTOR_CODECS[dtype][0]
+    MR, NR = micro(lanes).mr, micro(lanes).nr
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def pack_a(a, ap):  # type: ignore[no-untyped-def]
@@ -131,16 +134,20 @@ def _pack_kernels(dtype: str) -> tuple[Any, Any]:
 
 
 @functools.cache
-def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: str) -> Any:
-    """One kernel per (tile, dtype, epilogue, math mode): the tile sizes are compile-time constants of the loops.
+def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: str, lanes: int) -> Any:
+    """One kernel per (tile, dtype, epilogue, math mode, vector width): the tile sizes are compile-time constants
+    of the loops.
 
-    A task owns an MC×NC block of C (MC = BM rounded up to whole MR panels, NC = BN), holds it in a float32
+    A task owns an MC×NC block of C (MC = BM rounded up to whole MR panels, NC = BN rounded up to whole NR
+    panels), holds it in a float32
     accumulator, and walks K in slices of KC = BK: for each NR panel of B (KC×NR, which stays in L1), every MR
     panel of A's MC×KC block (in L2) updates its micro-tile in registers.
     """
     store = VECTOR_CODECS[dtype][1]
     load = VECTOR_CODECS[dtype][0]
     finish = _finish(epilogue, math)
+    mk = micro(lanes)
+    micro_tile, MR, NR = mk.tile, mk.mr, mk.nr
     pm, pn = _panels(bm, MR), _panels(bn, NR)  # panels per task
     ldc = pn * NR
 
@@ -169,13 +176,16 @@ def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: s
 
 
 def _tiled_launch(params: dict, dtype: str, epilogue: bool, math: str, a: np.ndarray, b: np.ndarray,
-                  bias: np.ndarray, c: np.ndarray) -> Callable[[], None]:  # fmt: skip
-    """Pack A and B (buffers allocated here, once), then run the tiled kernel into c."""
+                  bias: np.ndarray, c: np.ndarray, lanes: int = HOST_LANES) -> Callable[[], None]:  # fmt: skip
+    """Pack A and B (buffers allocated here, once), then run the tiled kernel into c, on vectors of `lanes`
+    (the host's widest unless a test asks for another)."""
     (m, k), n = a.shape, b.shape[1]
-    ap = np.empty(_panels(m, MR) * MR * k, np.float32)
-    bp = np.empty(_panels(n, NR) * NR * k, np.float32)
-    pack_a, pack_b = (_compiled(f, x, y) for f, x, y in zip(_pack_kernels(dtype), (a, b), (ap, bp), strict=True))
-    mm = _compiled(_tiled_kernel(*params["tile"], dtype, epilogue, math), ap, bp, k, bias, c)
+    mr, nr = micro(lanes).mr, micro(lanes).nr
+    ap = np.empty(_panels(m, mr) * mr * k, np.float32)
+    bp = np.empty(_panels(n, nr) * nr * k, np.float32)
+    packs = _pack_kernels(dtype, lanes)
+    pack_a, pack_b = (_compiled(f, x, y) for f, x, y in zip(packs, (a, b), (ap, bp), strict=True))
+    mm = _compiled(_tiled_kernel(*params["tile"], dtype, epilogue, math, lanes), ap, bp, k, bias, c)
 
     def launch() -> None:
         pack_a(a, ap)
@@ -233,6 +243,7 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict, m
         mm, mm_args = _compiled(_unblocked_kernel(dtype), a, b, mid), (a, b, mid)
     else:
         mm, mm_args = _tiled_launch(params, dtype, False, math, a, b, bias, mid), ()
+    lanes = {} if matmul == "unblocked" else {"lanes": HOST_LANES}
     epi = _compiled(_epilogue_kernel(dtype, math), mid, bias, c) if epilogue else None
 
     def launch() -> None:
@@ -240,7 +251,7 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict, m
         if epi is not None:
             epi(mid, bias, c)
 
-    launch.notes = {"math": math}
+    launch.notes = {"math": math, **lanes}
     return launch
 
 
@@ -264,5 +275,5 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     a, b, bias, c = (_storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
     math = BACKEND.option(opts, "math")
     launch = _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", math, a, b, bias, c)
-    launch.notes = {"math": math}
+    launch.notes = {"math": math, "lanes": HOST_LANES}
     return launch
