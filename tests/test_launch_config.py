@@ -14,7 +14,19 @@ import pytest
 
 from backends.triton.launch import MAX_BLOCK, attention_config, chain_config, row_warps
 from suite.core import numerics, targets
-from suite.core.launch_shape import NOMINAL, WAVES, Device, chosen_by, elementwise_launch, launch_notes
+from suite.core.launch import row_threads
+from suite.core.launch_shape import (
+    FLAT_THREADS,
+    MIN_FLAT_THREADS,
+    NOMINAL,
+    WAVES,
+    Device,
+    block_chosen_by,
+    chosen_by,
+    elementwise_launch,
+    flat_threads,
+    launch_notes,
+)
 from suite.core.registry import REGISTRY, KernelKey, discover
 from suite.core.scenario import get
 
@@ -96,7 +108,40 @@ def test_cuda_elementwise_grid(n: int, threads: int, device: Device, expected: t
     assert elementwise_launch(n, threads, device) == expected
 
 
+@pytest.mark.parametrize(
+    ("n", "threads"),
+    [
+        (1, 32),  # no more than n rounded up to a warp
+        (1000, MIN_FLAT_THREADS),  # too few for a block per SM at any size: the smallest that can fill an SM
+        (FLAT_THREADS * SMS, FLAT_THREADS),  # exactly a block per SM at the largest size
+        (FLAT_THREADS * (SMS - 1), FLAT_THREADS // 2),  # one block short: half the threads, every SM busy
+        (40_000, 256),
+        (20_000, 128),
+        (2**26 + 1, FLAT_THREADS),
+    ],
+)
+def test_cuda_block_follows_n_where_no_option_sets_it(n: int, threads: int) -> None:
+    assert flat_threads(n, None) == threads
+    assert elementwise_launch(n, None)[0] == threads
+    assert -(-n // threads) >= SMS or threads <= MIN_FLAT_THREADS  # every SM has a block, down to the floor
+
+
+def test_cuda_block_option_wins_and_is_capped_by_n() -> None:
+    assert flat_threads(2**26, 512) == 512 and flat_threads(10, 512) == 32
+    assert flat_threads(40_000, None, Device(4, 2048, "test")) == 256  # few SMs: no reason to shrink
+
+
+@pytest.mark.parametrize(("chunk", "threads"), [(1, 32), (64, 32), (1024, 128), (2048, 256), (4096, 512),
+                                                (16384, 1024)])  # fmt: skip
+def test_cuda_row_threads_follow_the_chunk_like_triton_row_warps(chunk: int, threads: int) -> None:
+    """Eight columns a thread, as Triton's row programs hold (row_warps: a warp per 256 columns)."""
+    assert row_threads(chunk, None) == threads
+    assert threads == max(32, row_warps(chunk, {}) * 32) or chunk > 4096  # Triton stops at 16 warps
+    assert row_threads(4096, 256) == 256  # the option wins
+
+
 def test_chosen_by_names_who_chose() -> None:
+    assert block_chosen_by(None) == "shape" and block_chosen_by(64) == "option+shape"
     assert chosen_by({}, ("block", "num_warps")) == "shape"
     assert chosen_by({"block": 64, "num_warps": None}, ("block", "num_warps")) == "option+shape"
     assert chosen_by({"block": 64, "num_warps": 2}, ("block", "num_warps")) == "option"
@@ -184,7 +229,17 @@ def test_numba_cuda_grid_stride_loop(variant: str, monkeypatch: pytest.MonkeyPat
     notes, problem = _run("elementwise_chain", "numba", variant, {"n": 1001, "ops": ["square", "shift"]}, "float32",
                           {"block": 32})  # fmt: skip
     assert not problem
-    assert (notes["block"], notes["grid"]) == (32, [WAVES * 2])
+    assert (notes["block"], notes["grid"], notes["chosen_by"]) == (32, [WAVES * 2], "option+shape")
+
+
+@pytest.mark.emulated
+def test_numba_cuda_block_from_the_shape_is_recorded() -> None:
+    """No option: 3000 elements are too few for a block per SM of any size, so the smallest blocks, one element
+    each."""
+    pytest.importorskip("numba_cuda")
+    notes, problem = _run("elementwise_chain", "numba", "fused", {"n": 3000, "ops": ["square", "shift"]}, "float32", {})
+    assert not problem
+    assert (notes["block"], notes["grid"], notes["chosen_by"]) == (64, [-(-3000 // 64)], "shape")
 
 
 # The chosen attention settings compile for sm_90 in registers ----------------------------------------------------

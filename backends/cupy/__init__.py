@@ -110,7 +110,14 @@ class Cupy(Backend):
     name = "cupy"
     packages = ("cupy-cuda13x", "cupy-cuda12x", "cupy", "nvidia-cuda-nvrtc")
     options = (
-        Option("block", "threads per block", 256, low=32, high=1024, step=32),
+        Option(
+            "block",
+            "threads per block (default: from the shape, suite.core.launch_shape)",
+            None,
+            low=32,
+            high=1024,
+            step=32,
+        ),
         Option("max_items", "row values one normalization thread may hold", MAX_ITEMS, low=1, high=512),
     )
 

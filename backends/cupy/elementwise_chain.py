@@ -20,7 +20,7 @@ import numpy as np
 from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.launch_shape import elementwise_launch, launch_notes
+from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launcher, kernel
 
 KERNEL = r"""
@@ -53,8 +53,8 @@ def _compiled(ops: tuple[str, ...], dtype: str, block: int) -> Any:
 
 
 def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict) -> Launcher:
-    gpu = sm_device()
-    block, blocks = elementwise_launch(n, BACKEND.option(opts, "block"), gpu)
+    gpu, option = sm_device(), BACKEND.option(opts, "block")
+    block, blocks = elementwise_launch(n, option, gpu)
     grid, size = (blocks,), np.int64(n)
     launches = [(_compiled(ops, np.dtype(y.dtype).name, block), (x, y, size)) for x, y, ops in steps]
     context = BACKEND.launch_stream(opts.get("stream"))
@@ -64,8 +64,8 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
             for k, args in launches:
                 k(grid, (block,), args)
 
-    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option, capped by n; the grid: n and the SMs
-    launch.notes = launch_notes({"block": block}, grid, "option+shape", **where)  # type: ignore[attr-defined]
+    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option or n, capped by n; the grid: n and SMs
+    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), **where)  # type: ignore[attr-defined]
     return launch
 
 

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from backends.cupy import BACKEND, TARGET, cupy
+from backends.cupy import BACKEND, TARGET, cupy, sm_device
 from backends.cupy.build import ARCH, build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch import cdiv
+from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
 
@@ -313,13 +314,15 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = TARGET.empty(out.shape, dtype) if separate else out
-    block = BACKEND.option(opts, "block")
+    option = BACKEND.option(opts, "block")
+    block = flat_threads(m * n, option, sm_device())  # the flat kernels (unblocked, epilogue): a thread per output
     flat = (max(1, cdiv(m * n, block)),)
     dims = (np.int32(m), np.int32(n), np.int32(k))
     steps: list[Launcher] = []
     notes: dict[str, Any] = {}
     if matmul == "unblocked":
         steps.append(_step(_compiled("unblocked", dtype, block), flat, (block,), (a, b, mid, *dims)))
+        notes = launch_notes({"block": block}, flat, block_chosen_by(option))
     elif matmul == "tiled":
         if why := refusal(params["tile"]):
             raise NotRunnable(f"cupy tiled matmul: {why}")

@@ -26,7 +26,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
-from suite.core.launch_shape import launch_notes
+from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launcher, register_each
 
 Launch = tuple[Any, tuple[int, ...], tuple[Any, ...]]
@@ -54,7 +54,8 @@ def _launcher(launches: list[Launch], block: int, threads: int, opts: dict) -> L
                 k(grid, (threads,), args)
 
     settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}  # threads: row_threads of the options
-    launch.notes = launch_notes(settings, launches[0][1], "option+shape", kernels=len(launches))  # type: ignore[attr-defined]
+    by = block_chosen_by(BACKEND.option(opts, "block"))
+    launch.notes = launch_notes(settings, launches[0][1], by, kernels=len(launches))  # type: ignore[attr-defined]
     return launch
 
 

@@ -138,7 +138,14 @@ class Numba(Backend):
     name = "numba"
     packages = ("numba", "numba-cuda")
     options = (
-        Option("block", "threads per block of the CUDA kernels", 256, low=32, high=1024, step=32),
+        Option(
+            "block",
+            "threads per block of the CUDA kernels (default: from the shape, suite.core.launch_shape)",
+            None,
+            low=32,
+            high=1024,
+            step=32,
+        ),
         Option(
             "math",
             "tanh and exp of the CPU elementwise kernels: fast (vectorisable float32) or libm (scalar calls)",

@@ -33,10 +33,18 @@ def chunk_columns(cols: int, tile: int) -> int:
     return min(tile, next_power_of_two(cols))
 
 
-def row_threads(chunk: int, threads: int, max_items: int = MAX_ITEMS) -> int:
-    """Threads of the block that owns a row: `threads` (the backend's `block` option), but no more than a quarter
-    of a chunk's columns (at least a warp: each thread takes a few columns), and more where a chunk would need
-    more than `max_items` each; never above 1024. The options were checked against the backend's schema."""
+ROW_ITEMS = 8
+"""Columns per thread a row block is sized for when no `block` option sets its threads: the Triton row kernels'
+warps per tile (a warp per 256 columns, `backends.triton.launch.row_warps`) counted in CUDA threads."""
+
+
+def row_threads(chunk: int, threads: int | None, max_items: int = MAX_ITEMS) -> int:
+    """Threads of the block that owns a row. `threads` is the backend's `block` option: None chooses from the
+    shape, ROW_ITEMS columns of the chunk per thread. Either way no more than a quarter of a chunk's columns (at
+    least a warp: each thread takes a few columns), and more where a chunk would need more than `max_items`
+    each; never above 1024. The options were checked against the backend's schema."""
+    if threads is None:
+        threads = max(32, chunk // ROW_ITEMS)
     return min(1024, max(min(threads, max(32, chunk // 4)), chunk // max_items))
 
 

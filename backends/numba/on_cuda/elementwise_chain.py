@@ -24,7 +24,7 @@ from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda.launch import device
 from backends.numba.op_tables import chain
 from backends.numba.record import record_numba
-from suite.core.launch_shape import elementwise_launch, launch_notes
+from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launcher, kernel
 
 try:
@@ -65,7 +65,7 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     return {"+".join(c): (kernel_source(c), f"void({dtype}[::1], {dtype}[::1])") for c in chains}
 
 
-def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -> Launcher:
+def _launcher(ops: tuple[str, ...], x: Any, out: Any, option: int | None, stream: Any) -> Launcher:
     """Compile (on a GPU) and configure the kernel of `ops` for these arrays: the launch is all that is left."""
     if str(out.dtype) not in DTYPES or x.dtype != out.dtype:
         raise ValueError(f"numba/cuda elementwise_chain: x {x.dtype} -> out {out.dtype}; needs one of {DTYPES}")
@@ -74,7 +74,7 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
     if not simulating():
         compiled = dispatcher.compile((numba.typeof(x), numba.typeof(out)))
     gpu = device()
-    block, grid = elementwise_launch(x.size, block, gpu)
+    block, grid = elementwise_launch(x.size, option, gpu)
     array = f"{out.dtype}[::1]"
     record_numba((__name__, "kernel_source", (ops,)), (array, array), block, name="+".join(ops), compiled=compiled)
 
@@ -83,8 +83,8 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, block: int, stream: Any) -
         # dispatcher (one per chain) is shared by every entry built from it.
         dispatcher[grid, block, stream](x, out)
 
-    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option, capped by n; the grid: n and the SMs
-    launch.notes = launch_notes({"block": block}, grid, "option+shape", **where)  # type: ignore[attr-defined]
+    where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option or n, capped by n; the grid: n and SMs
+    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), **where)  # type: ignore[attr-defined]
     return launch
 
 

@@ -30,9 +30,11 @@ import numba
 import numpy as np
 
 from backends.numba import BACKEND, simulating, stream_arg
+from backends.numba.on_cuda.launch import device
 from backends.numba.ops import gelu
 from backends.numba.record import record_numba
 from suite.core.launch import cdiv
+from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
 from suite.core.registry import Launcher, kernel
 from suite.core.targets import NotRunnable
 
@@ -241,11 +243,13 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
     epilogue = params["epilogue"] == "bias_gelu"
     separate = epilogue and not fuse
     mid = cuda.device_array(out.shape, dtype=out.dtype) if separate else out
-    block, stream = BACKEND.option(opts, "block"), stream_arg(opts.get("stream"))
-    flat = (max(1, cdiv(m * n, block)),)
+    option, stream = BACKEND.option(opts, "block"), stream_arg(opts.get("stream"))
+    block = flat_threads(m * n, option, device())
+    flat = (max(1, cdiv(m * n, block)),)  # the flat kernels (unblocked, the separate epilogue): a thread per output
     notes: dict[str, Any] = {}
     if matmul == "unblocked":
         steps = [_prepare((__name__, "UNBLOCKED", None), flat, (block,), stream, a, b, mid)]
+        notes = launch_notes({"block": block}, flat, block_chosen_by(option))
     else:
         bm, bn, bk = params["tile"]
         if why := refusal(params["tile"]):

@@ -26,7 +26,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
-from suite.core.launch_shape import launch_notes
+from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launcher, register_each
 
 try:
@@ -36,8 +36,9 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 
 
 def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
-    """(BLOCK, THREADS) of a case: its chunk of columns, and the threads given a row for the option `block`
-    (at most `suite.core.launch.MAX_ITEMS` local-array items each: a wider chunk gets more threads)."""
+    """(BLOCK, THREADS) of a case: its chunk of columns, and the threads given a row for the option `block` (or
+    from the chunk where it is unset; at most `suite.core.launch.MAX_ITEMS` local-array items each: a wider
+    chunk gets more threads)."""
     block = chunk_columns(cols, int(params["tile"]))
     return block, row_threads(block, BACKEND.option(opts, "block"))
 
@@ -95,14 +96,15 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     args = (*(inputs[n] for n in scenario.get(op).inputs), out)
     stream = stream_arg(opts.get("stream"))
     launch = _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
-    launch.notes = _notes(block, threads, (rows,), 1)  # type: ignore[attr-defined]
+    launch.notes = _notes(block, threads, (rows,), 1, opts)  # type: ignore[attr-defined]
     return launch
 
 
-def _notes(block: int, threads: int, grid: tuple[int, ...], kernels: int) -> dict:
-    """What the launcher records: the case's chunk, the threads `row_threads` gave it for the option, the grid."""
+def _notes(block: int, threads: int, grid: tuple[int, ...], kernels: int, opts: dict) -> dict:
+    """What the launcher records: the case's chunk, the threads `row_threads` gave it (for the option, or from
+    the chunk where none is set), the grid."""
     settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}
-    return launch_notes(settings, grid, "option+shape", kernels=kernels)
+    return launch_notes(settings, grid, block_chosen_by(BACKEND.option(opts, "block")), kernels=kernels)
 
 
 def _step(st: Any, env: dict[str, Any], block: int, threads: int, stream: Any, placeholder: Any) -> Launcher:
@@ -131,7 +133,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
         for step in steps:
             step()
 
-    launch.notes = _notes(block, threads, (rows,), len(steps))  # type: ignore[attr-defined]
+    launch.notes = _notes(block, threads, (rows,), len(steps), opts)  # type: ignore[attr-defined]
     return launch
 
 
