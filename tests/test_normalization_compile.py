@@ -105,9 +105,10 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.normalization_kernels import fused_source, step_source
 
     sources = []
-    for cols, tile in ((193, 64), (4096, 4096), (65536, 16384)):
-        block, threads = geometry(cols, {"tile": tile}, {"block": 256})
-        sources += [fused_source(op, dtype, block, threads) for op in DECOMPOSITIONS]
+    for cols, tile in ((193, 64), (1024, 1024), (4096, 4096), (65536, 16384)):
+        for opts in ({"block": 256}, {}):  # the option, and the threads the shape chooses
+            block, threads = geometry(cols, {"tile": tile}, opts)
+            sources += [fused_source(op, dtype, block, threads) for op in DECOMPOSITIONS]
     sources += [step_source(op, dtype, 4096, 256) for op in STEP_OPS]
     for source in sources:
         kernel = compile_sm90(*source)
