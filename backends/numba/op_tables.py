@@ -17,6 +17,9 @@ from backends.numba.ops import OPS
 MATH = ("fast", "libm")
 """Math modes of the CPU kernels (`backend_options.numba.math`)."""
 
+LONG_OPS = frozenset({"tanh", "sigmoid", "silu", "gelu"})
+"""The ops built on exp (tanh included): tens of dependent instructions each, where the others take one."""
+
 
 @functools.cache
 def op_table(math: str) -> dict[str, Callable[[float], float]]:
@@ -29,6 +32,7 @@ def op_table(math: str) -> dict[str, Callable[[float], float]]:
         raise ValueError(f"unknown math mode {math!r}; valid: {', '.join(MATH)}")
     fast = {"tanh": fast_math.tanh_fast, "sigmoid": fast_math.sigmoid_fast, "silu": fast_math.silu_fast,
             "gelu": fast_math.gelu_fast}  # fmt: skip
+    assert fast.keys() == LONG_OPS
     return {**OPS, **fast}
 
 
