@@ -27,6 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from backends.numba.on_cpu.arrays import storage
 from backends.numba.on_cpu.attention_kernels import F32, kernels
 from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.ops import CODECS
@@ -37,8 +38,7 @@ def _storage(a: np.ndarray) -> np.ndarray:
     """(batch, heads, L, d) -> (batch·heads, L, d), halves as their uint16 bits: views, no copies."""
     if not a.flags.c_contiguous:  # a reshape would copy, and the kernel would write into the copy
         raise ValueError("numba/cpu attention needs C-contiguous arrays")
-    a = a.reshape(-1, *a.shape[2:])
-    return a.view(np.uint16) if a.dtype == np.float16 else a
+    return storage(a.reshape(-1, *a.shape[2:]))
 
 
 def _compiled(fn: Any, *args: Any) -> Any:

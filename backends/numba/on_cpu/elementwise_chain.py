@@ -29,6 +29,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba import BACKEND
+from backends.numba.on_cpu.arrays import per_thread, storage
 from backends.numba.op_tables import LONG_OPS, chain
 from backends.numba.ops import VECTOR_CODECS
 from suite.core.registry import Launcher, kernel
@@ -106,16 +107,10 @@ def staged_kernel(ops: tuple[str, ...], dtype: str, math: str) -> Any:
     return run_staged
 
 
-def _storage(a: np.ndarray) -> np.ndarray:
-    """The array as the kernels see it: halves as their uint16 bits (a view, no copy)."""
-    return a.view(np.uint16) if a.dtype == np.float16 else a
-
-
 def _scratch(ops: tuple[str, ...]) -> np.ndarray:
     """A float32 strip per thread of Numba's pool for a staged chain (indexed by numba.get_thread_id());
     an empty one for a chain of one stage."""
-    width = STRIP if len(stages(ops)) > 1 else 0
-    return np.empty((numba.config.NUMBA_NUM_THREADS, width), dtype=np.float32)
+    return per_thread(STRIP if len(stages(ops)) > 1 else 0)
 
 
 def _compiled(ops: tuple[str, ...], x: np.ndarray, out: np.ndarray, dtype: str, math: str) -> Any:
@@ -140,7 +135,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     """One kernel: reads x once, applies every op in float32, writes out once."""
     dtype, math = _dtype(inputs, out), BACKEND.option(opts, "math")
     ops = tuple(params["ops"])
-    x, y = _storage(inputs["x"]), _storage(out)
+    x, y = storage(inputs["x"]), storage(out)
     dispatcher, scratch = _compiled(ops, x, y, dtype, math)
 
     def launch() -> None:
@@ -155,8 +150,8 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     """One kernel per op; each intermediate is stored in the chain's dtype and read back by the next kernel."""
     dtype, math = _dtype(inputs, out), BACKEND.option(opts, "math")
     ops = tuple(params["ops"])
-    y = _storage(out)
-    buffers = [_storage(inputs["x"]), *(np.empty_like(y) for _ in ops[:-1]), y]
+    y = storage(out)
+    buffers = [storage(inputs["x"]), *(np.empty_like(y) for _ in ops[:-1]), y]
     pairs = zip(ops, itertools.pairwise(buffers), strict=True)
     steps = [(*_compiled((op,), src, dst, dtype, math), src, dst) for op, (src, dst) in pairs]
 

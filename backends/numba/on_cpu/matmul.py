@@ -25,6 +25,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from backends.numba import BACKEND
+from backends.numba.on_cpu.arrays import storage
 from backends.numba.on_cpu.matmul_micro import micro
 from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.op_tables import op_table
@@ -212,11 +213,6 @@ def _epilogue_kernel(dtype: str, math: str) -> Any:
     return bias_gelu
 
 
-def _storage(a: np.ndarray) -> np.ndarray:
-    """The array as the kernels see it: halves as their uint16 bits (a view, no copy)."""
-    return a.view(np.uint16) if a.dtype == np.float16 else a
-
-
 def _compiled(dispatcher: Any, *arrays: np.ndarray) -> Any:
     dispatcher.compile(tuple(numba.typeof(x) for x in arrays))
     return dispatcher
@@ -236,7 +232,7 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict, m
     Nothing is fused here: with an epilogue, A·B goes to a scratch array in the storage dtype and back.
     """
     dtype = _dtype(inputs, out)
-    a, b, bias, c = (_storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
+    a, b, bias, c = (storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
     epilogue = params["epilogue"] == "bias_gelu"
     mid = np.empty_like(c) if epilogue else c
     if matmul == "unblocked":
@@ -272,7 +268,7 @@ def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel with the epilogue (if any) applied to the accumulator tile before its only store."""
     dtype = _dtype(inputs, out)
-    a, b, bias, c = (_storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
+    a, b, bias, c = (storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
     math = BACKEND.option(opts, "math")
     launch = _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", math, a, b, bias, c)
     launch.notes = {"math": math, "lanes": HOST_LANES}

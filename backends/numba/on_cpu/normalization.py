@@ -22,16 +22,12 @@ from typing import Any
 import numba
 import numpy as np
 
+from backends.numba.on_cpu.arrays import per_thread, storage
 from backends.numba.on_cpu.normalization_kernels import CODES, fused_kernel, step_kernel
 from backends.numba.ops import VECTOR_CODECS
 from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core.decomposition import walk
 from suite.core.registry import Launcher, register_each
-
-
-def _storage(a: np.ndarray) -> np.ndarray:
-    """The array as the kernels see it: halves as their uint16 bits (a view, no copy)."""
-    return a.view(np.uint16) if a.dtype == np.float16 else a
 
 
 def _compiled(dispatcher: Any, *args: Any) -> Any:
@@ -50,20 +46,15 @@ def _dtype(scenario: str, inputs: dict[str, Any], out: np.ndarray) -> str:
 
 def _vector(arrays: dict[str, Any], name: str, like: np.ndarray) -> np.ndarray:
     """weight or bias in storage form; an empty array where the op has none."""
-    return _storage(arrays[name]) if name in arrays else np.empty(0, dtype=like.dtype)
-
-
-def _scratch(width: int, dtype: Any) -> np.ndarray:
-    """One row of `width` per thread of Numba's pool (indexed by numba.get_thread_id())."""
-    return np.empty((numba.config.NUMBA_NUM_THREADS, width), dtype=dtype)
+    return storage(arrays[name]) if name in arrays else np.empty(0, dtype=like.dtype)
 
 
 def fused_entry(op: str, inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
     """One kernel: each row read once while it fits `tile`, statistics and output in float32."""
     dtype = _dtype(op, inputs, out)
-    x, y = _storage(inputs["x"]), _storage(out)
+    x, y = storage(inputs["x"]), storage(out)
     weight, bias = _vector(inputs, "weight", x), _vector(inputs, "bias", x)
-    buf = _scratch(2 * min(x.shape[1], int(params["tile"])), np.float32)
+    buf = per_thread(2 * min(x.shape[1], int(params["tile"])), np.float32)
     wf, bf = np.empty(weight.size, np.float32), np.empty(bias.size, np.float32)
     args = (x, weight, bias, y, int(params["tile"]), buf, wf, bf)
     fused_rows = _compiled(fused_kernel(op, dtype), *args)
@@ -90,7 +81,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: np.ndarray, params: dict
     """The scenario's decomposition, one kernel per step, intermediates in device (host) memory, each allocated
     here and reused every launch."""
     dtype = _dtype(op, inputs, out)
-    env = {name: _storage(a) for name, a in inputs.items()} | {"y": _storage(out)}
+    env = {name: storage(a) for name, a in inputs.items()} | {"y": storage(out)}
     writes = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: np.empty(out.shape[0], np.float32),
                   matrix=lambda: np.empty_like(env["x"]))  # fmt: skip
     steps = [_step(st, env, dtype) for st in writes]
