@@ -250,3 +250,22 @@ def test_numba_cpu_tiled_at_every_vector_width_is_bitwise_unblocked(lanes: int, 
     else:  # the epilogue on the same accumulators as the host-width fused kernel
         fused, _, _ = _run(KernelKey("matmul", "numba", "fused", "cpu"), {**params, "epilogue": epilogue}, "float32")
         np.testing.assert_array_equal(out, fused)
+
+
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_numba_cpu_tiled_stores_its_block_without_gathers_or_scatters(epilogue: bool) -> None:
+    """The block's store loop (with the bias+gelu epilogue or without) indexes slices from 0: indexed from the
+    block's corner, Numba's negative-index wraparound made LLVM gather the bias and scatter C, and the fused
+    epilogue cost three times a separate pass."""
+    import re
+
+    from backends.numba.on_cpu.matmul import _tiled_kernel, _tiled_launch
+    from backends.numba.on_cpu.vector_width import HOST_LANES
+
+    params = _params(epilogue="bias_gelu" if epilogue else "none", tile=[32, 64, 64], m=67, n=301, k=150)
+    inputs = MM.make_inputs(params, "float32", np.random.default_rng(SEED))
+    out = np.empty(MM.output_shape(params), np.float32)
+    _tiled_launch(params, "float32", epilogue, "fast", inputs["a"], inputs["b"], inputs["bias"], out)
+    (asm,) = _tiled_kernel(32, 64, 64, "float32", epilogue, "fast", HOST_LANES).inspect_asm().values()
+    assert not re.search(r"\bv(gather|scatter)", asm)
+    assert re.search(r"\bvmovups\s+%[yz]mm\d+, ", asm)  # vector stores: the check can see a vector loop

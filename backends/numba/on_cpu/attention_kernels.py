@@ -156,8 +156,10 @@ def _scores(dtype: str, t: SimpleNamespace) -> Any:
                 load_rows(k, bh, n0, cols, head_dim, kt)
                 qk_tile(kt, qt, st, cols, rows, head_dim)
                 for j in range(cols):  # masked scores are not stored: the softmax and P·V never read them
-                    for i in range(_first_row(n0 + j, q0, causal), rows):
-                        s_t[bh, n0 + j, q0 + i] = store(st[j, i])
+                    lo = min(_first_row(n0 + j, q0, causal), rows)
+                    dst, src = s_t[bh, n0 + j, q0 + lo : q0 + rows], st[j, lo:rows]
+                    for i in range(dst.size):
+                        dst[i] = store(src[i])
 
     return scores
 
@@ -177,18 +179,24 @@ def _softmax(dtype: str) -> Any:
             e = np.empty((end, block_m), F32)  # the tile's scores, then exponentials: read from S once
             top, total = np.full(block_m, NEG_INF, F32), np.zeros(block_m, F32)
             for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    e[j, i] = load(s_t[bh, j, q0 + i])
-                    top[i] = _max(top[i], e[j, i])
+                lo = min(_first_row(j, q0, causal), rows)
+                src, ej, tj = s_t[bh, j, q0 + lo : q0 + rows], e[j, lo:rows], top[lo:rows]
+                for i in range(ej.size):
+                    ej[i] = load(src[i])
+                    tj[i] = _max(tj[i], ej[i])
             for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    e[j, i] = _exp(e[j, i] - top[i])
-                    total[i] += e[j, i]
+                lo = min(_first_row(j, q0, causal), rows)
+                ej, tj, sj = e[j, lo:rows], top[lo:rows], total[lo:rows]
+                for i in range(ej.size):
+                    ej[i] = _exp(ej[i] - tj[i])
+                    sj[i] += ej[i]
             for i in range(rows):
                 total[i] = ONE / total[i]
             for j in range(end):
-                for i in range(_first_row(j, q0, causal), rows):
-                    p_t[bh, j, q0 + i] = store(e[j, i] * total[i])
+                lo = min(_first_row(j, q0, causal), rows)
+                dst, ej, sj = p_t[bh, j, q0 + lo : q0 + rows], e[j, lo:rows], total[lo:rows]
+                for i in range(dst.size):
+                    dst[i] = store(ej[i] * sj[i])
 
     return softmax
 
@@ -219,11 +227,13 @@ def _pv(dtype: str, t: SimpleNamespace) -> Any:
                 for j in range(cols):  # masked probabilities are zero, never read
                     lo = min(_first_row(n0 + j, q0, causal), rows)
                     pt[j, :lo] = ZERO
-                    for i in range(lo, rows):
-                        pt[j, i] = load(p_t[bh, n0 + j, q0 + i])
+                    src, dst = p_t[bh, n0 + j, q0 + lo : q0 + rows], pt[j, lo:rows]
+                    for i in range(dst.size):
+                        dst[i] = load(src[i])
                 pv_tile(pt, vt, acc, rows, cols, head_dim)
             for i in range(rows):
+                o, a = out[bh, q0 + i], acc[i]
                 for d in range(head_dim):
-                    out[bh, q0 + i, d] = store(acc[i, d])
+                    o[d] = store(a[d])
 
     return pv

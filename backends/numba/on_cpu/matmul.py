@@ -124,12 +124,14 @@ def _pack_kernels(dtype: str, lanes: int) -> tuple[Any, Any]:
                 row = b[p]
                 for q in range(g0, min(g0 + PACK_PANELS, panels)):
                     base, j0 = (q * k + p) * NR, q * NR
-                    if j0 + NR <= n:
+                    # slices index from 0: an index LLVM cannot prove positive turns the loads into gathers
+                    src, dst = row[j0 : j0 + NR], bp[base : base + NR]
+                    if src.size == NR:
                         for j in range(NR):
-                            bp[base + j] = load(row[j0 + j])
+                            dst[j] = load(src[j])
                     else:  # the edge panel: zeros past the last column
                         for j in range(NR):
-                            bp[base + j] = load(row[j0 + j]) if j0 + j < n else 0.0
+                            dst[j] = load(src[j]) if j < src.size else 0.0
 
     return pack_a, pack_b
 
@@ -169,9 +171,11 @@ def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: s
                         micro_tile(ap, ((q_m + ir) * k + k0) * MR, bp, b_off, kc, acc, ir * MR * ldc + jr * NR, ldc)
             i0, j0 = q_m * MR, q_n * NR
             rows, cols = min(pm * MR, m - i0), min(ldc, n - j0)
-            for i in range(rows):
+            bias_block = bias[j0 : j0 + cols]  # slices index from 0: `c[i0 + i, j0 + j]` may be negative to LLVM,
+            for i in range(rows):  # whose wraparound then turns the loop's loads into gathers, its stores into scatters
+                c_row, acc_row = c[i0 + i, j0 : j0 + cols], acc[i * ldc : i * ldc + cols]
                 for j in range(cols):
-                    c[i0 + i, j0 + j] = store(finish(acc[i * ldc + j], load(bias[j0 + j])))
+                    c_row[j] = store(finish(acc_row[j], load(bias_block[j])))
 
     return tiled
 
