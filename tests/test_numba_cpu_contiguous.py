@@ -27,10 +27,11 @@ GATHER = re.compile(r"\bv(?:p?gather|p?scatter)\w*")
 
 
 def _kernels_of(module_prefix: str) -> dict[str, str]:
-    """name -> machine code of every compiled signature of the Numba CPU kernels defined under the prefix."""
+    """name -> machine code of every compiled signature of the Numba CPU kernels defined under the prefix
+    (`type(...) is`, not isinstance: the heap holds weak proxies whose referents may be gone)."""
     found = {}
     for obj in gc.get_objects():
-        if isinstance(obj, CPUDispatcher) and (obj.py_func.__module__ or "").startswith(module_prefix):
+        if type(obj) is CPUDispatcher and (obj.py_func.__module__ or "").startswith(module_prefix):
             for sig in obj.signatures:
                 found[f"{obj.py_func.__module__}.{obj.py_func.__name__}{sig}"] = obj.inspect_asm(sig)
     return found
