@@ -1,5 +1,5 @@
-"""The staged fused chain of the Numba CPU target: cut where the issue of its latency says, strip by strip, and
-bit for bit the values of the one-expression kernel it replaces, at every strip boundary."""
+"""The staged fused chain of the Numba CPU target: cut into stages of one transcendental op each, run strip by
+strip, and bit for bit the values of the one-expression kernel it replaces, at every strip boundary."""
 
 from __future__ import annotations
 
