@@ -95,7 +95,7 @@ def test_speedup_chart_keeps_its_crossover(crossing: tuple[pd.DataFrame, pd.Data
     facets = _facets(fig)
     pays_late = facets[short_label("scale→shift")]
     assert _verticals(pays_late) == {2**20: COLORS["numba/cpu"], 2**22: COLORS["fakegpu/cuda"]}
-    assert set(_texts(pays_late)) == {"pays from 2²⁰", "pays from 2²²"}
+    assert set(_texts(pays_late)) == {"fused pays from 2²⁰", "fused pays from 2²²"}
     assert _verticals(facets[short_label("scale")]) == {}
     plt.close(fig)
 

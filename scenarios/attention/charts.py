@@ -65,7 +65,7 @@ def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str
         grid.set_axis_labels("seq_len (keys = queries per head)", ylabel)
         grid.add_legend(legend_data=legend, title="")
         only = "" if len(rows) > 1 or "[" in title else f" [{', '.join(map(str, rows))}]"
-        grid.figure.suptitle(title + only, y=1.0, va="bottom", fontsize=12)
+        grid.figure.suptitle(title + only, fontsize=12)  # wrapped and placed when saved (`fit`)
     return grid.figure
 
 

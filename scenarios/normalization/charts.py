@@ -19,7 +19,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from scenarios.normalization.decomposition import reread_bytes
-from suite.core.chartkit import CEILING_LEGEND, DPI, STYLE, draw_ceilings, log2_counts
+from suite.core.chartkit import CEILING_LEGEND, STYLE, draw_ceilings, log2_counts, save
 from suite.core.scenario import get
 from suite.core.tidy import json_dict, tidy, timed
 
@@ -102,8 +102,5 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         grid.add_legend(legend_data=legend, title="")
         only = "" if len(dtypes) > 1 else f" [{dtypes[0]}]"
         title = f"{scenario}: effective bandwidth, minimal bytes (x once, y once) / median time{only}"
-        grid.figure.suptitle(title, y=1.0, va="bottom", fontsize=12)
-    path = Path(outdir) / f"effective_bandwidth_{scenario}.png"
-    grid.figure.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(grid.figure)
-    return [path]
+        grid.figure.suptitle(title, fontsize=12)  # wrapped and placed when saved (`fit`)
+    return [save(grid.figure, Path(outdir) / f"effective_bandwidth_{scenario}.png")]  # laid out to fit

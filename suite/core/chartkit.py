@@ -9,6 +9,7 @@ draw what they are given: rows come from `suite.core.tidy`. Lines are coloured b
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,12 +21,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.transforms import Bbox
 
 from suite.core.scenario import lookup
 from suite.core.tidy import dtype_rank
 
 DPI = 120
+PAD = 0.1
+"""Inches kept clear inside a figure's edge and between its title and the facets under it."""
 MAX_COLS = 4
 """At most this many cases side by side; with more, an evenly spread selection from first to last."""
 LineStyle = str | tuple[float, tuple[float, ...]]
@@ -95,7 +100,7 @@ def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, 
     grid.set_axis_labels(facets.get("xlabel") or _size_label(data), ylabel)
     grid.add_legend(legend_data=legend, title="")
     only = "" if "dtype" in (row, col) else f" [{', '.join(sorted(data['dtype'].unique()))}]"
-    grid.figure.suptitle(title + only, y=1.0, va="bottom", fontsize=12)
+    grid.figure.suptitle(title + only, fontsize=12)  # wrapped and placed when saved (`fit`)
     return grid
 
 
@@ -190,6 +195,67 @@ def scenario(data: pd.DataFrame) -> str:
 
 
 def save(fig: plt.Figure, path: Path) -> Path:
+    """Lay the figure out (`fit`) and write it."""
+    fit(fig)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def fit(figure: plt.Figure) -> None:
+    """Lay a figure out so that nothing in it overlaps or lies outside it; its axes keep their size.
+
+    Seaborn sizes a facet grid for its facets and legend, not for its title and labels: over a single facet a long
+    title is wider than the whole figure, and a y label longer than its facet is tall runs up into the facet's and
+    the figure's titles. So every axis label wraps to the length of its axes, the title wraps to the figure's width
+    and sits above every facet's title, and the figure grows (the axes never shrink) to hold it all.
+    """
+    figure.draw_without_rendering()  # settles limits, ticks and titles, which the extents below depend on
+    renderer = figure.canvas.get_renderer()
+    for ax in figure.axes:
+        box = ax.get_window_extent(renderer)
+        wrap(ax.xaxis.label, box.width)
+        wrap(ax.yaxis.label, box.height)
+    heading = figure._suptitle  # the Text; get_suptitle() gives only its string
+    if heading is not None:
+        heading.set_in_layout(False)  # first the rest, then the title takes the width that leaves it
+    _grow(figure, figure.get_tightbbox(renderer))
+    if heading is not None:
+        heading.set_in_layout(True)
+        wrap(heading, figure.bbox.width - 2 * PAD * figure.dpi)
+        top = max((b.y1 for ax in figure.axes if (b := ax.get_tightbbox(renderer)) is not None), default=0.0)
+        heading.set(x=0.5, y=(top + PAD * figure.dpi) / figure.bbox.height, ha="center", va="bottom")
+        _grow(figure, figure.get_tightbbox(renderer))
+
+
+def wrap(text: Text, length: float) -> None:
+    """Break `text` at spaces into the fewest lines that keep it within `length` pixels along its direction
+    (its width; its height when it stands vertically, as a y label does)."""
+    words = " ".join(text.get_text().split())
+    renderer = text.figure.canvas.get_renderer()
+    vertical = text.get_rotation() % 180 == 90
+    text.set_text(words)
+    columns = len(words)
+    while columns > 1:
+        box = text.get_window_extent(renderer)
+        if (box.height if vertical else box.width) <= length:
+            return
+        columns -= 1
+        text.set_text(textwrap.fill(words, columns, break_long_words=False, break_on_hyphens=False))
+
+
+def _grow(figure: plt.Figure, used: Bbox) -> None:
+    """Enlarge `figure` to hold `used` (inches) with PAD to spare on every side, everything in it keeping its
+    place relative to the rest: axes and figure texts, placed in fractions of the figure, are placed anew."""
+    width, height = figure.get_size_inches()
+    left, bottom = max(0.0, PAD - used.x0), max(0.0, PAD - used.y0)
+    wide, high = max(width, used.x1 + PAD) + left, max(height, used.y1 + PAD) + bottom
+    if (wide, high) == (width, height):
+        return
+    figure.set_size_inches(wide, high)
+    for ax in figure.axes:
+        x, y, w, h = ax.get_position().bounds
+        ax.set_position(((x * width + left) / wide, (y * height + bottom) / high, w * width / wide, h * height / high))
+    for text in figure.texts:
+        x, y = text.get_position()
+        text.set_position(((x * width + left) / wide, (y * height + bottom) / high))

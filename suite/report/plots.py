@@ -37,6 +37,11 @@ from suite.core.scenario import lookup
 from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, speedups, tidy, timed
 from suite.report.rival_chart import REFERENCE, rival_chart
 
+CROSSOVER = "crossover"
+"""The gid of a crossover label, by which `_stack_crossovers` finds it."""
+GAP = 3.0
+"""Points between crossover labels set side by side."""
+
 
 def make_charts(frame: pd.DataFrame, outdir: Path, label: str | None = None) -> list[Path]:
     """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed).
@@ -51,7 +56,7 @@ def make_charts(frame: pd.DataFrame, outdir: Path, label: str | None = None) -> 
 
     def keep(figure: plt.Figure, kind: str, name: str) -> None:
         if label and figure.get_suptitle():
-            figure.suptitle(f"{figure.get_suptitle()} — {label}", y=1.0, va="bottom", fontsize=12)
+            figure.suptitle(f"{figure.get_suptitle()} — {label}", fontsize=12)
         written.append(save(figure, outdir / chart_name(kind, name)))
 
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
@@ -93,7 +98,7 @@ def time_chart(rows: pd.DataFrame, colors: dict[str, tuple], pairs: pd.DataFrame
 
     legend = {**impl_handles(colors), **variant_handles(rows["variant"])}
     title = f"{scenario(rows)}: median kernel time (band: interquartile range)"
-    return grid(rows, draw, title, "median time (ms, log scale)", legend).figure
+    return _stack_crossovers(grid(rows, draw, title, "median time (ms, log scale)", legend).figure)
 
 
 def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
@@ -107,13 +112,14 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ax.plot(line["size"], line["speedup"], marker=marker, color=colors[impl], ms=5)
             ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
             if (where := _pays_from(line)) is not None:
-                _mark_crossover(ax, where, colors[impl], "pays from ")
+                _mark_crossover(ax, where, colors[impl], f"{variant} pays from ")
         predicted(ax, data, "size")
 
     legend = {**impl_handles(colors), **measured_handles(pairs), **predicted_handles(pairs)}
     variants = ", ".join(sorted(pairs["variant"].unique()))
     title = f"{scenario(pairs)}: speedup of {variants} over {BASELINE} (same backend, device, dtype)"
-    return ratio_axis(grid(pairs, draw, title, f"speedup ({BASELINE} time / {variants} time)", legend), pairs)
+    facets = grid(pairs, draw, title, f"speedup ({BASELINE} time / {variants} time)", legend)
+    return _stack_crossovers(ratio_axis(facets, pairs))
 
 
 def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
@@ -150,12 +156,32 @@ def _pays_from(line: pd.DataFrame) -> float | None:
 
 
 def _mark_crossover(ax: plt.Axes, where: float, color: tuple, label: str) -> None:
-    """A dotted vertical line at the crossover size, labelled `label` + the size along its foot.
+    """A dotted vertical line at the crossover size, labelled `label` + the size along its foot (left of the line).
 
-    Labels of implementations crossing at the same size step leftwards instead of overprinting; a light box keeps
-    them legible where they run over the lines they describe."""
-    nth = sum(text.xy[0] == where for text in ax.texts)
+    `label` names the variant: an implementation's variants share its colour, so the colour alone says only whose
+    line it is. A light box keeps the label legible where it runs over the lines it describes; where labels of
+    several lines would overprint, `_stack_crossovers` moves them apart once the chart is drawn."""
     ax.axvline(where, color=color, ls=":", lw=1.2)
-    ax.annotate(f"{label}{fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"),
-                xytext=(-10 * nth, 0), textcoords="offset points", color=color, fontsize=7, rotation=90,
-                ha="right", va="bottom", bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3})  # fmt: skip
+    ax.annotate(f"{label}{fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"), xytext=(0, 0),
+                textcoords="offset points", color=color, fontsize=7, rotation=90, ha="right", va="bottom",
+                bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3}, gid=CROSSOVER)  # fmt: skip
+
+
+def _stack_crossovers(figure: plt.Figure) -> plt.Figure:
+    """Move crossover labels that would overprint apart, side by side leftwards from the rightmost line's.
+
+    Lines often start to pay at the same size (compiled and library from 2¹¹), and neighbouring sizes sit close
+    on a log axis; a fixed step per label at exactly one size left them touching and let labels at nearly the same
+    x overprint. So each label is measured as drawn and moved left just past the placed labels it would cross."""
+    figure.draw_without_rendering()  # settles the axes' limits, which place the labels
+    renderer = figure.canvas.get_renderer()
+    for ax in figure.axes:
+        placed = []
+        for text in sorted((t for t in ax.texts if t.get_gid() == CROSSOVER), key=lambda t: -t.xy[0]):
+            box = text.get_window_extent(renderer)
+            while hit := [p for p in placed if box.overlaps(p)]:
+                step = (min(p.x0 for p in hit) - GAP * figure.dpi / 72 - box.x1) * 72 / figure.dpi
+                text.xyann = (text.xyann[0] + step, text.xyann[1])
+                box = text.get_window_extent(renderer)
+            placed.append(box)
+    return figure
