@@ -280,17 +280,31 @@ def test_numba_cpu_softmax_block_rows_with_nan_and_inf() -> None:
         np.testing.assert_allclose(out[r], e / e.sum(), rtol=2e-6, atol=1e-12)
 
 
-def test_order_key_orders_as_the_floats_do_and_inverts() -> None:
+def test_max_from_keys_is_the_max_of_the_floats() -> None:
+    """The max and min of the floats' bits as int32 give the floats' max: rows of one sign, of both, with
+    ±0, ±inf, subnormals and the extremes; a NaN with its sign bit clear is the max."""
     from numba import njit
 
-    from backends.numba.on_cpu.normalization_blocks import from_order_key, order_key
+    from backends.numba.on_cpu.normalization_blocks import KEY_MAX, KEY_MIN, key, max_from_keys
 
-    keys, back = njit(lambda v: order_key(v)), njit(lambda k: from_order_key(k))
-    values = np.array([-np.inf, -3.4e38, -1.0, -1e-45, -0.0, 0.0, 1e-45, 1.0, 3.4e38, np.inf], np.float32)
-    ks = [keys(v) for v in values]
-    assert ks == sorted(ks) and len(set(ks)) == len(ks)
-    assert all(np.float32(back(k)).tobytes() == v.tobytes() for k, v in zip(ks, values, strict=True))
-    assert keys(np.float32(np.nan)) > keys(np.float32(np.inf))  # a row holding a NaN gets a NaN max
+    @njit
+    def row_max(row):  # type: ignore[no-untyped-def]
+        hi, lo = KEY_MIN, KEY_MAX
+        for j in range(row.size):
+            k = key(row[j])
+            hi, lo = max(hi, k), min(lo, k)
+        return max_from_keys(hi, lo)
+
+    rng = np.random.default_rng(20261203)
+    specials = np.array([-np.inf, -3.4e38, -1.0, -1e-45, -0.0, 0.0, 1e-45, 1.0, 3.4e38, np.inf], np.float32)
+    rows = [specials, -specials[specials > 0], specials[specials < 0], np.array([-0.0], np.float32)]
+    rows += [rng.choice(specials, size=int(rng.integers(1, 12))) for _ in range(200)]
+    rows += [(rng.standard_normal(50) * 10.0 ** rng.integers(-30, 30)).astype(np.float32) - s for s in (0, 1e3)]
+    for row in rows:
+        want = max(row, key=lambda v: (v, not np.signbit(v)))  # +0 above −0, as the keys order them
+        got = row_max(row)
+        assert got == want and np.signbit(got) == np.signbit(want), (row, got)
+    assert np.isnan(row_max(np.array([1.0, np.nan, -2.0], np.float32)))
 
 
 def test_numba_cpu_softmax_pipeline_vectorises() -> None:

@@ -14,9 +14,9 @@ flight together:
 - softmax: one loop computes row i's exponentials and their sum, row i+1's max and row i−1's output.
 
 LLVM does not vectorise a loop holding both a maxnum and an fadd reduction, so softmax's max is taken over the
-floats' order-preserving integer keys (`order_key`), a plain integer max. Each block's first row is read
-alone (the pipeline's fill); `normalization_kernels` gives each thread several blocks. Half-precision rows are
-converted as they are read (F16C), with no staging buffer.
+floats' bits as integers (`key`): their max and min give the floats' max, two integer instructions a vector.
+Each block's first row is read alone (the pipeline's fill); `normalization_kernels` gives each thread several
+blocks. Half-precision rows are converted as they are read (F16C), with no staging buffer.
 """
 
 from __future__ import annotations
@@ -36,22 +36,23 @@ KEPT = np.float32(2.0**-8)
 """Layernorm: the share of the shifted sum of squares the variance must keep (at most 8 bits cancelled, a relative
 error of 2⁸ ulp in the variance), else it is summed again about the mean. The row's first value, the shift, is
 in the row, so it is at most √n spreads from the mean: the second pass is for long rows that start far out."""
-SIGN_OFF = np.int32(0x7FFFFFFF)
-KEY_MIN = np.int32(-(2**31))
+KEY_MIN, KEY_MAX = np.int32(-(2**31)), np.int32(2**31 - 1)
 
 
 @register_jitable
-def order_key(v: float) -> int:
-    """An int32 that orders as the float32 v does (−0 just below +0; a NaN with its sign bit clear above +inf,
-    so that a row holding one gets a NaN max and NaN outputs): negative floats have their magnitude bits
-    flipped. Its own inverse (`from_order_key`)."""
-    i = np.int32(bits_from_float(v))
-    return np.int32(i ^ ((i >> np.int32(31)) & SIGN_OFF))
+def key(v: float) -> int:
+    """v's bits as an int32. Non-negative floats (sign bit clear) are the keys ≥ 0 and order as their keys do;
+    negative floats are the keys < 0 and order in reverse, −0 the least key. So the largest float is the largest
+    key if that is ≥ 0, else the least key (`max_from_keys`): a max of floats in two integer instructions."""
+    return np.int32(bits_from_float(v))
 
 
 @register_jitable
-def from_order_key(k: int) -> float:
-    return float_from_bits(np.int32(k ^ ((k >> np.int32(31)) & SIGN_OFF)))
+def max_from_keys(hi: int, lo: int) -> float:
+    """The largest of floats whose keys have max hi and min lo. A NaN with its sign bit clear has a key above
+    +inf's, so a row holding one gets a NaN max and NaN outputs; one with its sign bit set is never the max,
+    and makes its row's outputs NaN through its exponential."""
+    return float_from_bits(hi if hi >= 0 else lo)
 
 
 def block_function(op: str, dtype: str) -> Any:
@@ -171,26 +172,28 @@ def _softmax_block(dtype: str) -> Any:
     @register_jitable
     def exps(row, m, e, nxt, prev, inv, out):  # type: ignore[no-untyped-def]
         """Σ exp(row − m) with each term in e; the max of nxt; out = prev · inv. One loop, three rows."""
-        total, key = ZERO, KEY_MIN
+        total, hi, lo = ZERO, KEY_MIN, KEY_MAX
         for j in range(row.size):
             v = exp_float32(load(row[j]) - m)
             e[j] = v
             total += v
-            key = max(key, order_key(load(nxt[j])))
+            k = key(load(nxt[j]))
+            hi, lo = max(hi, k), min(lo, k)
             out[j] = store(prev[j] * inv)
-        return total, from_order_key(key)
+        return total, max_from_keys(hi, lo)
 
     @register_jitable
     def first_exps(row, m, e, nxt):  # type: ignore[no-untyped-def]
         """As `exps`, with no previous row to write. A block's last row passes itself as nxt (read again from
         L1, its max unused), and is written apart, so that one loop serves every row but the middle ones."""
-        total, key = ZERO, KEY_MIN
+        total, hi, lo = ZERO, KEY_MIN, KEY_MAX
         for j in range(row.size):
             v = exp_float32(load(row[j]) - m)
             e[j] = v
             total += v
-            key = max(key, order_key(load(nxt[j])))
-        return total, from_order_key(key)
+            k = key(load(nxt[j]))
+            hi, lo = max(hi, k), min(lo, k)
+        return total, max_from_keys(hi, lo)
 
     @register_jitable
     def scaled(e, inv, out):  # type: ignore[no-untyped-def]
