@@ -5,7 +5,9 @@ tabulate); long ones fold into <details>. The verdict in words comes from `suite
 after it, where hand-fused kernels were timed beside the compiler, how they fared (`suite.report.rivals`). After
 the crossover, where CUDA rows were also timed from graphs, how much of fusion's gain was launch overhead and how
 much remains (`suite.report.launch_split`). Each scenario's part has the same sections whatever the family; a
-family adds its own through `Scenario.captions` and `Scenario.report_sections`.
+family adds its own through `Scenario.captions` and `Scenario.report_sections`. Under the provenance, a line
+says where GPU clocks were held back (`suite.report.throttle`) or a device's copy ceiling moved while the run
+went on (`suite.report.drift`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from suite.core.scenario import lookup
 from suite.core.store import ENVIRONMENT
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
 from suite.report import launch_split, measured, pressure, rivals, tables
+from suite.report.drift import drifted
 from suite.report.throttle import flagged, over_the_run
 from suite.report.verdict import verdicts
 
@@ -54,7 +57,7 @@ def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
-    parts = [_header(data, _environment(outdir)), *flagged(data)]
+    parts = [_header(data, _environment(outdir)), *flagged(data), *drifted(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))
