@@ -1,5 +1,6 @@
 """The command line: `python -m suite [overrides]`, `-m` for a multirun sweep, `python -m suite list`, and the
-commands over finished runs: `python -m suite compare BASE NEW` and `python -m suite report RUN [RUN ...]`.
+commands over finished runs: `python -m suite compare BASE NEW` and `python -m suite report RUN [RUN ...]`, and
+`python -m suite noise`, an A/A run that measures the threshold `compare` needs on this machine.
 
 Bad input is refused before Hydra starts a run: the overrides are composed (every job of a sweep) and planned
 here, and any problem is printed as one line with exit status 2, never as a traceback.
@@ -180,7 +181,7 @@ def options_table() -> Any:
     for col in ("backend", "option", "valid", "default", "meaning"):
         table.add_column(col)
     for name, backend in sorted(BACKENDS.items()):
-        for option in backend.options:
+        for option in backend.schema():
             default = "per kernel" if option.default is None else str(option.default)
             table.add_row(name, option.name, option.describe(), default, option.help)
     return table
@@ -190,6 +191,8 @@ def _over_runs(command: str, argv: list[str]) -> int:
     """`compare` and `report` read finished runs only: no Hydra, no kernels; bad input is one line, exit 2."""
     if command == "compare":
         from suite.report.compare import main as command_main
+    elif command == "noise":
+        from suite.noise import main as command_main
     else:
         from suite.report.merged import main as command_main
     try:
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["list"]:
         list_kernels()
         return
-    if args[:1] in (["compare"], ["report"]):
+    if args[:1] in (["compare"], ["report"], ["noise"]):
         sys.exit(_over_runs(args[0], args[1:]))
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
         try:

@@ -37,18 +37,25 @@ def rows(device_name: str = "Test CPU") -> list[Row]:
 
 
 def write_run(directory: Path, table: list[Row], slow: dict[str, float] | None = None, seed: int = 0,
-              reps: int = 40, old: bool = False) -> Path:  # fmt: skip
-    """A run on disk: each row's repetitions around its time (×`slow[backend]`), 2% noise; `old`: a run from
-    before row ids and reps.csv."""
+              reps: int = 40, old: bool = False, machine: float = 1.0, canary: bool = False,
+              blocks: int = 1) -> Path:  # fmt: skip
+    """A run on disk: each row's repetitions around its time (×`slow[backend]`, × `machine` for everything the
+    machine runs, the canary included), 2% noise; `canary`: a canary timed in every round (its own 2% noise, and
+    a drift shared with the row's repetition of the round); `blocks`: the rounds split into that many blocks;
+    `old`: a run from before row ids and reps.csv."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     records, lines = [], []
     for i, row in enumerate(table):
         row = replace(row, row_id=f"{directory.name}#{i}")
         if row.time_ms is not None:
-            times = row.time_ms * (slow or {}).get(row.backend, 1.0) * rng.lognormal(0.0, 0.02, reps)
+            drift = rng.lognormal(0.0, 0.03, reps) if canary else np.ones(reps)  # the round's machine state
+            times = row.time_ms * machine * (slow or {}).get(row.backend, 1.0) * drift * rng.lognormal(0.0, 0.02, reps)
+            canaries = 0.5 * machine * drift * rng.lognormal(0.0, 0.02, reps) if canary else np.full(reps, np.nan)
             row.time_ms = float(np.median(times))
-            lines += [(row.row_id, row.variant, r, t) for r, t in enumerate(times)]
+            row.canary = "copy, 4096 floats" if canary else ""
+            lines += [(row.row_id, row.variant, r, t, r * blocks // reps, c if canary else "", False)
+                      for r, (t, c) in enumerate(zip(times, canaries, strict=True))]  # fmt: skip
         records.append(row.as_record())
     frame = pd.DataFrame(records, columns=COLUMNS)
     if old:
@@ -236,8 +243,9 @@ def test_the_interval_is_seeded_and_holds_the_ratio() -> None:
     rng = np.random.default_rng(7)
     base, new = rng.lognormal(0, 0.05, 30), 1.3 * rng.lognormal(0, 0.05, 25)
     first, again = compare_stats.ratio(base, new, seed=3), compare_stats.ratio(base, new, seed=3)
-    assert first == again and first.lo < first.ratio < first.hi and first.lo > 1.2 and first.hi < 1.4
-    assert first.ratio == pytest.approx(np.median(new) / np.median(base))
+    assert (first.ratio, first.lo, first.hi) == (again.ratio, again.lo, again.hi)
+    assert first.lo < first.ratio < first.hi and first.lo > 1.2 and first.hi < 1.4
+    assert first.ratio == pytest.approx(np.exp(np.median(np.log(new)) - np.median(np.log(base))))
 
 
 def test_the_command_runs_as_a_module(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_parquet_round_trips_types_and_expands_params(tmp_path):
     assert back["param_n"].tolist() == [json.loads(p)["n"] for p in frame["params"]]
     assert back["time_ms"].isna().tolist() == frame["time_ms"].isna().tolist()
     reps = pd.read_parquet(tmp_path / store.REPS_PARQUET)
-    assert list(reps.columns) == ["row_id", "variant", "round", "time_ms"]
+    assert list(reps.columns) == ["row_id", "variant", "round", "time_ms", "block", "canary_ms", "excluded"]
     assert str(reps["round"].dtype) == "int64" and str(reps["time_ms"].dtype) == "float64"
     assert len(reps) == frame["reps"].fillna(0).sum()
 

@@ -129,6 +129,15 @@ class Copy:
     streams: bool = False
 
 
+SLOWDOWN = (
+    Option("slowdown_pct", "to test a regression gate: each launch of `slowdown_variant` on this backend also "
+           "spins for this percent of its own time, measured when it is built (suite.run.slowdown); 0: off", 0,
+           low=0, high=100),
+    Option("slowdown_variant", "the variant slowdown_pct slows", "fused", kind=str),
+)  # fmt: skip
+"""Options every backend takes, beside its own: a kernel made slower on purpose, to check what notices."""
+
+
 class Backend:
     """Base class of a backend; subclasses set `name` and `options` and override what they have."""
 
@@ -147,15 +156,19 @@ class Backend:
         """The options' defaults, `None` ones left out (the kernels choose)."""
         return {o.name: o.default for o in self.options if o.default is not None}
 
+    def schema(self) -> tuple[Option, ...]:
+        """The backend's own options, then those every backend takes (`SLOWDOWN`)."""
+        return (*self.options, *SLOWDOWN)
+
     def option(self, opts: Mapping[str, Any], name: str) -> Any:
         """`opts[name]`, or the schema's default where the caller left it out (a test, a compile without a run):
         the schema is the one place a default is written, and `check_options` has already judged the value."""
         given = opts.get(name)
-        return given if given is not None else next(o.default for o in self.options if o.name == name)
+        return given if given is not None else next(o.default for o in self.schema() if o.name == name)
 
     def check_options(self, given: Mapping[str, Any] | None) -> None:
         """Raise ConfigError naming the valid choices for an unknown option or a value out of range."""
-        schema = {o.name: o for o in self.options}
+        schema = {o.name: o for o in self.schema()}
         for key, value in (given or {}).items():
             if key not in schema:
                 valid = ", ".join(schema) or "none"

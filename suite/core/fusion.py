@@ -1,9 +1,11 @@
 """The fusion verdict: does the fused variant pay, from paired, interleaved repetitions and an interval test.
 
 Fused and unfused run round-robin, so repetition i of each shares the machine's state at that moment; the ratio
-of each pair cancels drift. The verdict comes from a bootstrap confidence interval of the median paired ratio,
-never from two medians: `pays` when the whole interval lies above the ±2% band of practical equivalence around
-1, `loses` when it lies below it, `neutral` otherwise.
+of each pair cancels drift. The rounds come in blocks, each on a fresh set of buffers (`suite.core.resample`):
+the speedup is the median of the blocks' median paired ratios, and its interval a two-level bootstrap
+over blocks and their rounds, so that it widens where one set of buffers favoured a kernel and the next did not.
+The verdict comes from that interval, never from two medians: `pays` when the whole interval lies above the ±2%
+band of practical equivalence around 1, `loses` when it lies below it, `neutral` otherwise.
 
 `fusion_efficiency` compares the time fusion saved with the time the ledger says the removed traffic should
 take at the measured copy bandwidth: near 1, the saving is the bytes; far below, something else ate it.
@@ -11,9 +13,12 @@ take at the measured copy bandwidth: near 1, the saving is the bytes; far below,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from suite.core import resample
 
 CONFIDENCE = 0.95
 BAND = 0.02
@@ -24,24 +29,26 @@ RESAMPLES = 2000
 @dataclass(frozen=True)
 class Comparison:
     speedup: float
-    """Median over rounds of baseline time / candidate time."""
+    """Median over blocks of the median over rounds of baseline time / candidate time."""
     lo: float
     hi: float
     verdict: str
+    blocks: int = 1
+    """Blocks (buffer sets) the interval resampled."""
 
 
-def compare(baseline_ms: list[float], candidate_ms: list[float], seed: int = 0) -> Comparison:
-    """Paired speedup of the candidate over the baseline with a bootstrap interval of its median."""
+def compare(baseline_ms: Sequence[float], candidate_ms: Sequence[float], seed: int = 0,
+            blocks: Sequence[int] | None = None) -> Comparison:  # fmt: skip
+    """Paired speedup of the candidate over the baseline with a two-level bootstrap interval (blocks, then
+    rounds); `blocks` labels each round's block (None: one block)."""
     rounds = min(len(baseline_ms), len(candidate_ms))
     if rounds == 0:
         raise ValueError("no paired repetitions")
-    log_ratio = np.log(np.asarray(baseline_ms[:rounds]) / np.asarray(candidate_ms[:rounds]))
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, rounds, size=(RESAMPLES, rounds))
-    medians = np.median(log_ratio[picks], axis=1)
-    tail = (1 - CONFIDENCE) / 2
-    lo, hi = np.exp(np.quantile(medians, [tail, 1 - tail]))
-    return Comparison(float(np.exp(np.median(log_ratio))), float(lo), float(hi), verdict(float(lo), float(hi)))
+    log_ratio = np.log(np.asarray(baseline_ms[:rounds], dtype=float) / np.asarray(candidate_ms[:rounds], dtype=float))
+    labels = list(blocks[:rounds]) if blocks is not None and len(blocks) >= rounds else None
+    est = resample.estimate(log_ratio, labels, seed, RESAMPLES)
+    lo, hi = float(np.exp(est.lo)), float(np.exp(est.hi))
+    return Comparison(float(np.exp(est.value)), lo, hi, verdict(lo, hi), est.blocks)
 
 
 def verdict(lo: float, hi: float) -> str:

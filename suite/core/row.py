@@ -42,6 +42,12 @@ class Row:
     time_q1_ms: float | None = None
     time_q3_ms: float | None = None
     reps: int | None = None
+    buffer_sets: int | None = None
+    """Sets of buffers (fresh allocations at different offsets) the repetitions were drawn from: one per block."""
+    processes: int | None = None
+    """Worker processes the repetitions were drawn from."""
+    precision: float | None = None
+    """Half-width of the 95% interval of log time, blocks and rounds resampled: the relative precision achieved."""
     compile_ms: float | None = None
     cold_cache: bool | None = None
     bytes_read: int | None = None
@@ -61,6 +67,11 @@ class Row:
     cache_bytes: int | None = None
     """The device's last cache level: unfused intermediates smaller than this may never reach memory."""
     pct_of_ceiling: float | None = None
+    canary: str = ""
+    """The reference kernel timed in the same rounds as this row (a copy): `compare` judges the row's time
+    relative to it, so that a change of the machine between two runs is not read as a change of the kernel."""
+    canary_ms: float | None = None
+    """Median of the canary's repetitions in this row's rounds."""
     tolerance: float | None = None
     peer_err: float | None = None
     """Largest relative difference from the other implementations of the same case."""
@@ -96,6 +107,12 @@ class Row:
     device_name: str = ""
     throttled: str = ""
     """CUDA: the clock-throttle reasons NVML reported while the row was timed (empty: none, or no NVML)."""
+    throttled_reps: int | None = None
+    """CUDA: repetitions taken while NVML reported the clocks held back, left out of time_ms and the verdicts."""
+    energy_j: float | None = None
+    """CUDA: joules per call from NVML's energy counter, the variant run back to back after the timed rounds."""
+    energy_ratio: float | None = None
+    """The baseline's joules per call over this row's (above 1: this variant spends less energy per call)."""
     versions: str = ""
     git_rev: str = ""
     command: str = ""
@@ -106,6 +123,12 @@ class Row:
     """Scenario- or backend-specific values; written as JSON in the last column."""
     times_ms: tuple[float, ...] = field(default=(), repr=False, metadata={"column": False})
     """Every timed repetition, in round order: kept in reps.csv / reps.parquet, not in the row's columns."""
+    blocks: tuple[int, ...] = field(default=(), repr=False, metadata={"column": False})
+    """Each repetition's block (buffer set), in reps.csv."""
+    canary_times_ms: tuple[float, ...] = field(default=(), repr=False, metadata={"column": False})
+    """The canary's time in each repetition's round, in reps.csv."""
+    excluded: tuple[bool, ...] = field(default=(), repr=False, metadata={"column": False})
+    """Each repetition left out (taken while throttled), in reps.csv."""
 
     def as_record(self) -> dict[str, Any]:
         record = {name: getattr(self, name) for name in COLUMNS}

@@ -25,7 +25,10 @@ from suite.core.row import COLUMNS, STATUSES, Row
 
 CSV_NAME = "results.csv"
 REPS_NAME = "reps.csv"
-REPS_COLUMNS = ["row_id", "variant", "round", "time_ms"]
+REPS_COLUMNS = ["row_id", "variant", "round", "time_ms", "block", "canary_ms", "excluded"]
+"""`block`: the buffer set of the repetition; `canary_ms`: the canary's time in the same round (empty where the
+row had none); `excluded`: taken while the GPU was throttled, left out. Runs from before these columns read as
+block 0, no canary, nothing excluded."""
 RESULTS_PARQUET = "results.parquet"
 REPS_PARQUET = "reps.parquet"
 ENVIRONMENT = "environment.json"
@@ -110,15 +113,30 @@ def read_reps(path: Path, row_ids: set[str] | None = None) -> pd.DataFrame:
     """Read a reps.csv (a last line cut short is dropped); with `row_ids`, only repetitions of those rows."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(REPS_COLUMNS, ("str", "str", "int64", "float64"),
-                                                                     strict=True)})  # fmt: skip
+        return with_rep_columns(pd.DataFrame({c: pd.Series(dtype="str") for c in REPS_COLUMNS[:2]}))
     frame = pd.read_csv(path, on_bad_lines="skip", dtype={"row_id": str, "variant": str})
     frame["round"] = pd.to_numeric(frame["round"], errors="coerce")
     frame["time_ms"] = pd.to_numeric(frame["time_ms"], errors="coerce")
     frame = frame.dropna(subset=["round", "time_ms"])
     if row_ids is not None:
         frame = frame[frame["row_id"].isin(row_ids)]
-    return frame.astype({"round": "int64"}).reset_index(drop=True)
+    return with_rep_columns(frame.reset_index(drop=True))
+
+
+def with_rep_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (repetitions) with every column of REPS_COLUMNS in its type, those an older run lacks filled in."""
+    out = frame.copy()
+    for column, fill in (("round", 0), ("time_ms", float("nan")), ("block", 0), ("canary_ms", float("nan")),
+                         ("excluded", False)):  # fmt: skip
+        if column not in out:
+            out[column] = pd.Series([fill] * len(out), dtype=object)
+    out["round"] = pd.to_numeric(out["round"], errors="coerce").fillna(0).astype("int64")
+    out["time_ms"] = pd.to_numeric(out["time_ms"], errors="coerce").astype("float64")
+    out["block"] = pd.to_numeric(out["block"], errors="coerce").fillna(0).astype("int64")
+    out["canary_ms"] = pd.to_numeric(out["canary_ms"], errors="coerce").astype("float64")
+    out["excluded"] = out["excluded"].map(lambda v: str(v).strip().lower() == "true" if isinstance(v, str)
+                                          else bool(v) if v == v else False).astype(bool)  # fmt: skip
+    return out[REPS_COLUMNS]
 
 
 def write_parquet(directory: Path) -> None:
@@ -178,7 +196,7 @@ def load(path: str | Path) -> Run:
         results["row_id"] = ""
     results["row_id"] = results["row_id"].fillna("").astype(str)
     if (directory / REPS_PARQUET).exists():
-        reps = pd.read_parquet(directory / REPS_PARQUET)
+        reps = with_rep_columns(pd.read_parquet(directory / REPS_PARQUET))
     else:
         reps = read_reps(directory / REPS_NAME)
     env_path = directory / ENVIRONMENT

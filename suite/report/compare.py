@@ -46,6 +46,10 @@ def parser() -> argparse.ArgumentParser:
                    help="a change within ±PCT percent is `same` (default 5)")  # fmt: skip
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a row is slower, broke, or has 10x worse numerics")  # fmt: skip
+    p.add_argument("--normalize", default="auto", choices=compare_stats.NORMALISE,
+                   help="canary: each row's time relative to the canary timed in its rounds, so that a change of "
+                   "the machine is not read as a change of the code; none: raw times; auto (default): canary "
+                   "where both rows timed the same one")  # fmt: skip
     p.add_argument("--allow-device-change", action="store_true", help="compare timings from different devices")
     p.add_argument("--out", metavar="DIR", help="where compare.md and compare.png go (default NEW/compare_<BASE>/)")
     return p
@@ -74,7 +78,12 @@ def main(argv: list[str]) -> int:
     if changes and not args.allow_device_change:
         shown = "; ".join(f"'{b}' -> '{n}'" for b, n in changes)
         raise ConfigError(f"the runs timed different devices ({shown}); pass --allow-device-change to compare anyway")
-    lines = compare_stats.compare(matched, _times(base, new, matched), t)
+    times = _times(base, new, matched)
+    if args.normalize == "canary" and not any(compare_stats.normalisable(r._asdict(), times[(r.row_id_base, r.row_id_new)])
+                                              for r in matched.itertuples(index=False)
+                                              if (r.row_id_base, r.row_id_new) in times):  # fmt: skip
+        raise ConfigError("--normalize=canary: no row of the two runs timed the same canary; valid: auto, canary, none")
+    lines = compare_stats.compare(matched, times, t, normalise=args.normalize)
     counts = compare_stats.tally(lines, removed=len(removed), added=len(added))
     out = Path(args.out) if args.out else new.path / f"compare_{_name(base)}"
     out.mkdir(parents=True, exist_ok=True)
@@ -100,7 +109,8 @@ def _name(run: store.Run) -> str:
     return run.path.resolve().name or run.name
 
 
-def _times(base: store.Run, new: store.Run, matched: pd.DataFrame) -> dict[tuple[str, str], tuple[list, list]]:
+def _times(base: store.Run, new: store.Run, matched: pd.DataFrame
+           ) -> dict[tuple[str, str], tuple[compare_stats.Reps, compare_stats.Reps]]:  # fmt: skip
     """(base row id, new row id) -> both sides' repetitions, for each matched row that has some on both sides."""
     base_reps, new_reps = _by_row(base.reps), _by_row(new.reps)
     out = {}
@@ -110,16 +120,22 @@ def _times(base: store.Run, new: store.Run, matched: pd.DataFrame) -> dict[tuple
     return out
 
 
-def _by_row(reps: pd.DataFrame) -> dict[str, list[float]]:
+def _by_row(reps: pd.DataFrame) -> dict[str, compare_stats.Reps]:
     if reps.empty:
         return {}
-    ordered = reps.sort_values(["row_id", "round"])
-    return {str(k): g["time_ms"].astype(float).tolist() for k, g in ordered.groupby("row_id", sort=False)}
+    ordered = store.with_rep_columns(reps).sort_values(["row_id", "round"])
+    columns = ("time_ms", "block", "canary_ms", "excluded")
+    return {
+        str(k): compare_stats.Reps.of(*(g[c].to_numpy() for c in columns))
+        for k, g in ordered.groupby("row_id", sort=False)
+    }
 
 
 def footer(t: float) -> str:
-    return (f"ratio = NEW/BASE of the median time; [lo, hi] = 95% bootstrap interval (each run's repetitions "
-            f"resampled on its own, {compare_stats.RESAMPLES} times). slower: ratio > {1 + t:.3g} and lo > 1; "
+    return (f"ratio = NEW/BASE of the time (each run: the median over its blocks of their median repetition), each "
+            "repetition relative to the canary timed in its round where both rows have the same canary (else "
+            f"flagged `{compare_stats.RAW}`); machine = the canary's own NEW/BASE; [lo, hi] = 95% interval, "
+            f"each run's blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: ratio > {1 + t:.3g} and lo > 1; "
             f"faster: ratio < {1 / (1 + t):.3g} (= 1/(1+{t:.0%})) and hi < 1; same otherwise. Rows of a run "
             "without repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> "
             "another status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon).")  # fmt: skip
@@ -128,15 +144,16 @@ def footer(t: float) -> str:
 def _cells(line: Any) -> list[str]:
     interval = f" [{line.lo:.3f}, {line.hi:.3f}]" if np.isfinite(line.lo) else ""
     ratio = f"{line.ratio:.3f}{interval}" if np.isfinite(line.ratio) else "—"
-    return [line.case, line.implementation, _ms(line.base_ms), _ms(line.new_ms), ratio, line.verdict or "—",
-            line.flags]  # fmt: skip
+    machine = f"{line.machine:.3f}" if np.isfinite(line.machine) else "—"
+    return [line.case, line.implementation, _ms(line.base_ms), _ms(line.new_ms), ratio, machine,
+            line.verdict or "—", line.flags]  # fmt: skip
 
 
 def _ms(value: float) -> str:
     return f"{value:.4g}" if np.isfinite(value) else "—"
 
 
-HEAD = ["case", "implementation", "base ms", "new ms", "ratio [lo, hi]", "verdict", "flags"]
+HEAD = ["case", "implementation", "base ms", "new ms", "ratio [lo, hi]", "machine", "verdict", "flags"]
 
 
 def _print(lines: pd.DataFrame, counts: dict, title: str, t: float, out: Path, changes: list) -> None:
@@ -161,6 +178,8 @@ def _print(lines: pd.DataFrame, counts: dict, title: str, t: float, out: Path, c
     if changes:
         console.print("devices differ (--allow-device-change): " + "; ".join(f"{b} -> {n}" for b, n in changes))
     console.print(compare_stats.tally_line(counts))
+    for moved in compare_stats.machine_moved(lines):
+        console.print(moved)
     if quiet:
         console.print(
             f"{quiet} rows not timed on both sides and unchanged are left out here; compare.md lists every row"
@@ -179,6 +198,7 @@ def _markdown(
     changes: list[tuple[str, str]],
 ) -> str:
     parts = [f"# fusebench compare: {_name(new)} against {_name(base)}", "", compare_stats.tally_line(counts), ""]
+    parts += [*(f"- {moved}" for moved in compare_stats.machine_moved(lines)), ""]
     parts += ["## Runs", "", markdown.table(["", "BASE", "NEW"], _provenance(base, new)), ""]
     if changes:
         parts += [f"Devices differ (compared with --allow-device-change): {'; '.join(f'{b} → {n}' for b, n in changes)}",

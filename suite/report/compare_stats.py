@@ -4,9 +4,15 @@ Rows are matched on the key of one (case, implementation), `suite.core.row.KEY`;
 run (a multirun sweeping a backend option), the n-th occurrence in BASE meets the n-th in NEW. Rows on one side
 only are listed as added or removed, not treated as errors.
 
-The time ratio is NEW/BASE of the median repetition. Its 95% interval comes from a bootstrap that resamples each
-run's repetitions independently (the runs were not interleaved, so there are no pairs to keep) and takes the ratio
-of the two resampled medians. The verdict, with the threshold t (5% by default):
+The time ratio is NEW/BASE of each run's typical repetition: the median over blocks (buffer sets) of the
+blocks' median times. Two runs differ by the machine as well as by the code: the bandwidth a shared host gives,
+its clock, its neighbours. So each row's repetitions carry the canary's time in the same round (a copy timed
+beside the case, `suite.run.ceiling.canaries`) and, normalised (the default where both rows have the same canary),
+a repetition counts as its time over the canary's: a machine that slowed everything by 2× moves the canary by 2×
+and leaves the ratio at 1, while one kernel made 20% slower still reads 1.2. The canary's own NEW/BASE is the
+row's `machine`, printed beside: how much the machine moved. The 95% interval comes from a two-level bootstrap of
+each run on its own (blocks, then rounds inside them: `suite.core.resample`; the runs were not interleaved, so
+there are no pairs to keep) and the difference of the two. The verdict, with the threshold t (5% by default):
 
 - `slower` when the ratio is above 1+t and the whole interval lies above 1: a change a user cares about, and real;
 - `faster` when the ratio is below 1/(1+t) and the whole interval lies below 1 (symmetric on the log axis, so
@@ -23,11 +29,13 @@ Flags beside the verdict: `broke` (ok in BASE, another status in NEW), `fixed` (
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from suite.core import resample
 from suite.core.row import KEY
 
 CONFIDENCE = 0.95
@@ -37,6 +45,8 @@ VERDICTS = ("slower", "same", "faster")
 NO_INTERVAL = "no interval"
 """The flag of a ratio of two medians, from a run that kept no repetitions."""
 OCCURRENCE = "occurrence"
+RAW = "raw times"
+"""The flag of a row compared by raw times where normalising was asked: the two rows share no canary."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,10 @@ class Ratio:
     lo: float
     hi: float
     """Bootstrap interval of `ratio`; NaN where either side has no repetitions."""
+    machine: float = float("nan")
+    """NEW/BASE of the canary: how much the machine itself moved (NaN without canaries on both sides)."""
+    normalised: bool = False
+    """Whether each repetition was taken relative to its round's canary."""
 
 
 def match(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -69,18 +83,58 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def ratio(base_ms: list[float] | np.ndarray, new_ms: list[float] | np.ndarray, seed: int = 0) -> Ratio:
-    """NEW/BASE of the medians with a bootstrap interval, each side resampled on its own (vectorised)."""
-    b, n = np.asarray(base_ms, dtype=float), np.asarray(new_ms, dtype=float)
-    b, n = b[np.isfinite(b) & (b > 0)], n[np.isfinite(n) & (n > 0)]
-    if len(b) == 0 or len(n) == 0:
+@dataclass(frozen=True)
+class Reps:
+    """One row's repetitions in round order: times, their blocks and the canary's time in each round (NaN where
+    none was timed), and whether each was left out (taken while the GPU was throttled)."""
+
+    times: np.ndarray
+    blocks: np.ndarray
+    canary: np.ndarray
+    excluded: np.ndarray
+
+    @classmethod
+    def of(cls, times: Sequence[float], blocks: Sequence[int] | None = None, canary: Sequence[float] | None = None,
+           excluded: Sequence[bool] | None = None) -> Reps:  # fmt: skip
+        t = np.asarray(times, dtype=float)
+        fill = lambda values, default, kind: (np.asarray(values, dtype=kind) if values is not None
+                                              and len(values) == len(t) else np.full(len(t), default, dtype=kind))  # fmt: skip
+        return cls(t, fill(blocks, 0, np.int64), fill(canary, np.nan, float), fill(excluded, False, bool))
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @property
+    def has_canary(self) -> bool:
+        kept = ~self.excluded
+        return bool(kept.any() and np.all(np.isfinite(self.canary[kept]) & (self.canary[kept] > 0)))
+
+    def logs(self, normalise: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(log time, or log time over the round's canary; their blocks), for the repetitions kept."""
+        keep = ~self.excluded & np.isfinite(self.times) & (self.times > 0)
+        values = np.log(self.times[keep])
+        if normalise:
+            values = values - np.log(self.canary[keep])
+        return values, self.blocks[keep]
+
+
+def ratio(base_ms: Sequence[float] | np.ndarray | Reps, new_ms: Sequence[float] | np.ndarray | Reps, seed: int = 0,
+          normalise: bool = False) -> Ratio:  # fmt: skip
+    """NEW/BASE with its interval, each side a two-level bootstrap (blocks, rounds) on its own; `normalise`:
+    each repetition relative to its round's canary (both sides must have one)."""
+    base = base_ms if isinstance(base_ms, Reps) else Reps.of(base_ms)
+    new = new_ms if isinstance(new_ms, Reps) else Reps.of(new_ms)
+    sides = [r.logs(normalise) for r in (base, new)]
+    if any(len(values) == 0 for values, _ in sides):
         raise ValueError("no repetitions to compare")
-    rng = np.random.default_rng(seed)
-    base_medians = np.median(b[rng.integers(0, len(b), size=(RESAMPLES, len(b)))], axis=1)
-    new_medians = np.median(n[rng.integers(0, len(n), size=(RESAMPLES, len(n)))], axis=1)
-    tail = (1 - CONFIDENCE) / 2
-    lo, hi = np.quantile(new_medians / base_medians, [tail, 1 - tail])
-    return Ratio(float(np.median(n) / np.median(b)), float(lo), float(hi))
+    b = resample.draws(*sides[0], seed=seed, resamples=RESAMPLES)
+    n = resample.draws(*sides[1], seed=seed + 1, resamples=RESAMPLES)
+    est = resample.difference(b, n)
+    machine = float("nan")
+    if base.has_canary and new.has_canary:
+        machine = float(np.exp(np.median(np.log(new.canary[~new.excluded]))
+                               - np.median(np.log(base.canary[~base.excluded]))))  # fmt: skip
+    return Ratio(float(np.exp(est.value)), float(np.exp(est.lo)), float(np.exp(est.hi)), machine, normalise)
 
 
 def verdict(value: float, lo: float, hi: float, threshold: float) -> str:
@@ -121,33 +175,49 @@ def numerics_worse(base_err: float, new_err: float, dtype: str) -> bool:
     return bool(new_err > NUMERICS_FACTOR * max(base_err, epsilon(dtype)))
 
 
+NORMALISE = ("auto", "canary", "none")
+"""--normalize: `auto` (canary where both rows timed the same canary, raw times elsewhere), `canary`, `none`."""
+
+
 def compare(
     matched: pd.DataFrame,
-    times: dict[tuple[str, str], tuple[list[float], list[float]]],
+    times: dict[tuple[str, str], tuple[Reps, Reps]],
     threshold: float,
     seed: int = 0,
+    normalise: str = "auto",
 ) -> pd.DataFrame:
-    """One line per matched row: case, implementation, base_ms, new_ms, ratio, lo, hi, verdict, flags and the
-    booleans `regressed` (slower, broke or numerics) and `interval`. `times` maps (base row_id, new row_id) to
-    the two runs' repetitions; a pair missing from it (or with none kept) gets the ratio of the medians."""
+    """One line per matched row: case, implementation, base_ms, new_ms, ratio, lo, hi, machine, verdict, flags
+    and the booleans `regressed` (slower, broke or numerics), `interval` and `normalised`. `times` maps (base
+    row_id, new row_id) to the two runs' repetitions (lists of times, or `Reps`); a pair missing from it (or with
+    none kept) gets the ratio of the medians."""
     lines = []
     for i, row in enumerate(matched.itertuples(index=False)):
-        lines.append(_line(row._asdict(), times.get((row.row_id_base, row.row_id_new)), threshold, seed + i))
-    columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "verdict", "flags", "regressed"]
-    out = pd.DataFrame(lines, columns=[*columns, "interval", "broke", "numerics"])
+        reps = times.get((row.row_id_base, row.row_id_new))
+        if reps is not None:
+            reps = tuple(r if isinstance(r, Reps) else Reps.of(r) for r in reps)
+        lines.append(_line(row._asdict(), reps, threshold, seed + i, normalise))
+    columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "machine", "verdict", "flags",
+               "regressed"]  # fmt: skip
+    out = pd.DataFrame(lines, columns=[*columns, "interval", "normalised", "broke", "numerics"])
     for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
         if column in matched:
             out[column] = matched[column].to_numpy()
     return out
 
 
-def _line(row: dict, reps: tuple[list[float], list[float]] | None, threshold: float, seed: int) -> dict:
+def normalisable(row: dict, reps: tuple[Reps, Reps]) -> bool:
+    """Whether both sides timed a canary in every kept round, and the same one (by name)."""
+    same = str(row.get("canary_base") or "") == str(row.get("canary_new") or "") != ""
+    return same and reps[0].has_canary and reps[1].has_canary
+
+
+def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int, normalise: str = "auto") -> dict:
     base_ms, new_ms = _number(row.get("time_ms_base")), _number(row.get("time_ms_new"))
     timed = bool(base_ms > 0 and new_ms > 0)  # NaN compares False: a side not timed has no ratio
     result = Ratio(np.nan, np.nan, np.nan)
     if timed and reps and len(reps[0]) and len(reps[1]):
-        result = ratio(reps[0], reps[1], seed)
-        base_ms, new_ms = float(np.median(reps[0])), float(np.median(reps[1]))
+        result = ratio(reps[0], reps[1], seed, normalise != "none" and normalisable(row, reps))
+        base_ms, new_ms = float(np.median(reps[0].times)), float(np.median(reps[1].times))
     elif timed:
         result = Ratio(new_ms / base_ms, np.nan, np.nan)
     flags = []
@@ -160,6 +230,8 @@ def _line(row: dict, reps: tuple[list[float], list[float]] | None, threshold: fl
     interval = bool(np.isfinite(result.lo))
     if np.isfinite(result.ratio) and not interval:
         flags.append(NO_INTERVAL)
+    elif interval and normalise != "none" and not result.normalised:
+        flags.append(RAW)
     decided = verdict(result.ratio, result.lo, result.hi, threshold)
     broke = status.startswith("broke")
     return {
@@ -170,10 +242,12 @@ def _line(row: dict, reps: tuple[list[float], list[float]] | None, threshold: fl
         "ratio": result.ratio,
         "lo": result.lo,
         "hi": result.hi,
+        "machine": result.machine,
         "verdict": decided,
         "flags": ", ".join(flags),
         "regressed": decided == "slower" or broke or worse,
         "interval": interval,
+        "normalised": result.normalised,
         "broke": broke,
         "numerics": worse,
     }
@@ -250,3 +324,20 @@ def tally_line(counts: dict[str, int]) -> str:
     }
     rest = [f"{counts[k]} {name}" for k, name in names.items() if counts[k]]
     return head + ("; " + ", ".join(rest) if rest else "")
+
+
+def machine_moved(lines: pd.DataFrame) -> list[str]:
+    """One line per device on how much the machine moved between the runs: the canary's NEW/BASE over the rows
+    that timed one on both sides (median, 10th–90th percentile); [] where none did."""
+    if "machine" not in lines or "device" not in lines:
+        return []
+    out = []
+    for device, sub in lines.groupby("device", sort=True):
+        moved = sub["machine"].astype(float).dropna()
+        if moved.empty:
+            continue
+        lo, mid, hi = np.quantile(moved, [0.1, 0.5, 0.9])
+        normalised = int(sub["normalised"].sum()) if "normalised" in sub else 0
+        out.append(f"machine ({device}): the canary ran {mid:.3f}× as long in NEW as in BASE (10th–90th percentile "
+                   f"over {len(moved)} rows: {lo:.3f}–{hi:.3f}); {normalised} rows compared relative to it")  # fmt: skip
+    return out

@@ -26,6 +26,7 @@ from suite.core.store import ENVIRONMENT
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
 from suite.report import launch_split, measured, pressure, rivals, tables
 from suite.report.drift import drifted
+from suite.report.precision import achieved
 from suite.report.throttle import flagged, over_the_run
 from suite.report.verdict import verdicts
 
@@ -57,7 +58,7 @@ def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
-    parts = [_header(data, _environment(outdir)), *flagged(data), *drifted(data)]
+    parts = [_header(data, _environment(outdir)), *flagged(data), *drifted(data), *achieved(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))

@@ -15,7 +15,38 @@ import pandas as pd
 
 
 def flagged(data: pd.DataFrame) -> list[str]:
-    """One line naming how many rows were timed while throttled, and why; [] where none was (or NVML was absent)."""
+    """One line naming how many rows were timed while throttled, and why, and how many repetitions were left out
+    for it; one on the energy fusion saved; [] where neither applies (no GPU, no NVML)."""
+    return [*_throttled(data), *_excluded(data), *energy(data)]
+
+
+def _excluded(data: pd.DataFrame) -> list[str]:
+    reps = pd.to_numeric(data.get("throttled_reps"), errors="coerce") if "throttled_reps" in data else None
+    if reps is None or not (reps > 0).any():
+        return []
+    hit = data[reps > 0]
+    total = pd.to_numeric(hit["reps"], errors="coerce").sum()
+    whole = int((reps >= pd.to_numeric(data["reps"], errors="coerce")).sum())
+    return [f"**Throttled repetitions left out:** {int(reps.sum())} of {int(total)} repetitions of {len(hit)} rows were "
+            "taken while NVML sampled the clocks held back (sampled every 2 ms during the rounds); times and "
+            f"verdicts use the others. {whole} rows were throttled throughout and have no verdict."]  # fmt: skip
+
+
+def energy(data: pd.DataFrame) -> list[str]:
+    """One line on energy per call: the fused-over-unfused energy ratios beside the speedups, where measured."""
+    if "energy_ratio" not in data:
+        return []
+    pairs = data[pd.to_numeric(data["energy_ratio"], errors="coerce").notna()]
+    if pairs.empty:
+        return []
+    ratio, speed = pairs["energy_ratio"].astype(float), pd.to_numeric(pairs["speedup"], errors="coerce")
+    return [f"**Energy (NVML's counter, joules per call in `energy_j`):** over {len(pairs)} candidate/baseline "
+            f"pairs, the baseline spent {ratio.median():.2f}× the candidate's energy per call (range "
+            f"{ratio.min():.2f}–{ratio.max():.2f}) where it took {speed.median():.2f}× its time: fewer bytes "
+            "moved, less energy, by its own factor (column `energy_ratio`)."]  # fmt: skip
+
+
+def _throttled(data: pd.DataFrame) -> list[str]:
     if "throttled" not in data:
         return []
     reasons = data["throttled"].fillna("").astype(str).str.strip()

@@ -48,7 +48,16 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
                device=key.device, variant=key.variant, status=status, reason=reason, mode=mode, size=case.size,
                seed=case.seed, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
                device_name=device_name, command=command, extra=extra,
-               times_ms=stages.timing.times_ms if stages.timing is not None else (), **values)  # fmt: skip
+               **_repetitions(stages), **values)  # fmt: skip
+
+
+def _repetitions(stages: Stages) -> dict[str, Any]:
+    """What reps.csv keeps of a timed implementation: every repetition, its block, the canary's time beside it
+    and whether it was left out."""
+    t = stages.timing
+    if t is None:
+        return {}
+    return {"times_ms": t.times_ms, "blocks": t.blocks, "canary_times_ms": t.canary_times_ms, "excluded": t.excluded}
 
 
 def lost(job: Job, reason: str, keys: list[KernelKey] | None = None) -> list[Row]:

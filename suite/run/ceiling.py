@@ -85,27 +85,58 @@ def held_to(rates: Mapping[str, float], ordinary: Collection[str]) -> str:
     return max(kept, key=rates.__getitem__)
 
 
-@functools.cache
 def held_copy(device: str) -> Copy | None:
     """The copy `measure(device)` held the device to, built once per process at the ceiling's size (its buffers
     stay allocated), to be timed beside a case's implementations; None where it cannot be built again."""
     top = measure(device)
+    return sized_copy(device, top.method, top.bytes_per_copy // 8)
+
+
+@dataclass(frozen=True)
+class Canary:
+    """The reference kernel timed in a case's own rounds: the held copy, at the ceiling's size for a case whose
+    traffic exceeds the last cache level (its reading is then the case's ceiling too), else on a buffer sized
+    like the case's traffic, in cache as the case is. Its time moves with the machine, not with the kernels, so
+    `suite compare` judges a row relative to it (`name` says which canary, so that only like is held to like)."""
+
+    name: str
+    copy: Copy
+    is_ceiling: bool
+
+
+SMALLEST_CANARY = 1 << 12
+"""Float32 values of the smallest canary copy."""
+
+
+def canaries(
+    ceilings: Mapping[str, Ceiling], traffic: Mapping[str, int], interleaved: bool = True
+) -> dict[str, Canary]:
+    """The canary to time beside a case, per device with a ceiling. `interleaved` (timing.ceiling): a case that
+    moves more bytes (`traffic`, its largest variant's) than the last cache level holds times the ceiling's own
+    copy, whose reading holds its rows; otherwise (and always with `once`) a copy sized like the case."""
+    out = {}
+    for device, top in ceilings.items():
+        moved = traffic.get(device, 0)
+        if moved <= 0:
+            continue
+        if interleaved and moved > top.cache_bytes and (copy := held_copy(device)) is not None:
+            out[device] = Canary(f"{top.method}, {top.bytes_per_copy // 8} floats", copy, True)
+            continue
+        n = max(SMALLEST_CANARY, 1 << (max(1, min(moved, top.bytes_per_copy) // 8).bit_length() - 1))
+        if (copy := sized_copy(device, top.method, n)) is not None:
+            out[device] = Canary(f"{top.method}, {n} floats", copy, False)
+    return out
+
+
+@functools.cache
+def sized_copy(device: str, method: str, n: int) -> Copy | None:
+    """The copy `method` on `n` float32 values (built once per process and size); None where it cannot be."""
     stream = None
     if device == "cuda":
         from suite.gpu import driver as cuda_driver
 
         stream = cuda_driver.shared_stream()
-    return next((c for c in copies(device, top.bytes_per_copy // 8, stream) if c.method == top.method), None)
-
-
-def beside(ceilings: Mapping[str, Ceiling], traffic: Mapping[str, int]) -> dict[str, Copy]:
-    """The ceiling copies to time beside a case, per device: where the case moves more bytes (`traffic`, its
-    largest variant's) than the device's last cache level holds."""
-    out = {}
-    for device, top in ceilings.items():
-        if traffic.get(device, 0) > top.cache_bytes and (copy := held_copy(device)) is not None:
-            out[device] = copy
-    return out
+    return next((c for c in copies(device, n, stream) if c.method == method), None)
 
 
 def read_beside(ceilings: Mapping[str, Ceiling], readings: Mapping[str, Timing]) -> dict[str, Ceiling]:

@@ -37,7 +37,7 @@ from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import Params, Scenario
 from suite.gpu import resources
-from suite.run import faults, footprint, stream_check
+from suite.run import faults, footprint, slowdown, stream_check
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
 
@@ -129,8 +129,56 @@ def build_and_check(
     if mode == targets.EMULATED and not reason:
         where = f" on the slice {built.checked_params}" if built.checked_params else " on the whole case"
         reason = f"{target.probe().reason}; numerics checked{where}"
+    rebuild = rebuilder(key, avail, job, scn, data, params, out) if status == "ok" and mode == targets.NATIVE else None
     return replace(built, status=status, reason=reason, compile_ms=compile_ms, max_rel_err=max_rel_err, out=out,
-                 launcher=launcher, notes=notes), found  # fmt: skip
+                 launcher=launcher, notes=notes, rebuild=rebuild), found  # fmt: skip
+
+
+OFFSET_STEP = 1088
+"""Bytes by which each timing block shifts its input buffers (17 cache lines, so block b's inputs start b·1088
+bytes mod 4096 past a page): cache-line aligned, as vector loads want, but at another place within the page, so
+that the inputs and outputs meet the cache sets and the 4 KiB store-to-load aliasing at another distance."""
+
+
+def offset_copy(a: np.ndarray, block: int) -> np.ndarray:
+    """A fresh host copy of `a` starting `block`·OFFSET_STEP mod 4096 bytes into its own allocation."""
+    shift = block * OFFSET_STEP % 4096
+    raw = np.empty(a.nbytes + shift, dtype=np.uint8)
+    out = raw[shift : shift + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def rebuilder(key: KernelKey, avail: Availability, job: Job, scn: Scenario, data: Inputs, params: Params,
+              checked: np.ndarray) -> Any:  # fmt: skip
+    """`rebuild(block)`: the implementation built again on fresh buffers (inputs copied to `offset_copy`s, a new
+    poisoned output), run once, and its output held to the one already checked (on a sample of it: the values
+    must not depend on where they live). Timing blocks draw on it (`suite.run.timing.measure_blocks`)."""
+    target = avail.target
+    assert target is not None
+
+    def rebuild(block: int) -> Any:
+        if reason := footprint.guard(scn, params, job.dtype, key.variant, target):
+            raise MemoryError(f"no fresh set of buffers: {reason}")
+        inputs, _, tol = data.get(params)
+        host = {name: offset_copy(a, block) for name, a in inputs.items()}
+        launcher, device_out = _build(key, avail, job, scn, params, host, [])
+        launcher()
+        target.synchronize()
+        got = np.asarray(target.to_host(device_out))
+        err = numerics.rel_err(_spots(got), _spots(checked))
+        if not np.isfinite(err) or err > 2 * tol:
+            raise RuntimeError(f"buffer set {block}: output differs from the checked one by {err:.3g}")
+        return launcher
+
+    return rebuild
+
+
+def _spots(a: np.ndarray, most: int = 1 << 16) -> np.ndarray:
+    """At most about `most` elements of `a`, evenly strided, the first and last among them."""
+    flat = a.reshape(-1)
+    step = max(1, flat.size // most)
+    return np.concatenate([flat[::step], flat[-1:]])
 
 
 def _stream_discipline(launcher: Any, device_out: Any, target: targets.Target, job: Job, key: KernelKey,
@@ -169,8 +217,16 @@ def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params:
     target.poison(out)
     target.synchronize()  # device-wide: the copies' stream does not order with the shared one (see the docstring)
     entry = REGISTRY.get(key)
+    opts = options(job, key, avail.mode)
     with resources.recording(specs) if key.device == "cuda" else contextlib.nullcontext():
-        launcher = entry(dev_inputs, out, params, options(job, key, avail.mode))
+        launcher = entry(dev_inputs, out, params, opts)
+    if (fraction := slowdown.wanted(opts, key.variant)) and avail.mode == targets.NATIVE:
+        spin = None
+        if key.device == "cuda":
+            from suite.gpu import driver as cuda_driver
+
+            spin = lambda ns: cuda_driver.spin(opts["stream"], ns)
+        launcher = slowdown.slowed(launcher, fraction, target.synchronize, spin)
     return launcher, out
 
 

@@ -16,9 +16,23 @@ from omegaconf import MISSING
 @dataclass
 class TimingConfig:
     budget_s: float = 0.25
-    """Wall time spent timing each implementation of a case (repetitions stop after this, or at max_reps)."""
+    """Wall time spent timing each implementation of a case at the least, spread over `min_blocks` blocks."""
     min_reps: int = 5
+    """Rounds of each block at the least."""
     max_reps: int = 2000
+    """Rounds at most, shared among the first `min_blocks` blocks."""
+    min_blocks: int = 3
+    """Blocks of rounds at the least, each on a fresh set of buffers (suite.run.timing.measure_blocks): what one
+    set of buffers fixes for a kernel's time is sampled, and the intervals widen by it (suite.core.resample)."""
+    max_blocks: int = 12
+    precision: float = 0.02
+    """Blocks are added past `min_blocks` until every implementation's 95% interval of its time has a relative
+    half-width at most this (the row's `precision` says what it got), or `max_budget_s` is spent."""
+    max_budget_s: float = 1.0
+    """Wall time per implementation of a case at the most, past which no block is added."""
+    energy_s: float = 0.1
+    """CUDA: after the timed rounds, each implementation runs back to back for at least this long between two
+    moves of NVML's energy counter, for its joules per call (`energy_j`); 0: not measured."""
     warmup: int = 2
     cold_cache: bool = False
     """CPU: flush a buffer larger than the last-level cache before every repetition. CUDA always flushes L2."""

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from suite.core.backend import Copy
 from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import nvml
 from suite.run import ceiling, check, measure
 from suite.run.assemble import assemble
-from suite.run.ceiling import Ceiling
+from suite.run.ceiling import Canary, Ceiling
 from suite.run.job import Case, Job
 from suite.run.stages import Ledger, Stages
 from suite.run.timing import CudaClock, Timing
@@ -54,8 +53,8 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
-    copies = ceiling.beside(ceilings, _traffic(found)) if job.timing.ceiling == "interleaved" else {}
-    found, throttled, readings = timed_watching_clocks(found, job, cuda_clock, copies)
+    canaries = ceiling.canaries(ceilings, _traffic(found), job.timing.ceiling == "interleaved")
+    found, throttled, readings = timed_watching_clocks(found, job, cuda_clock, canaries)
     found = measure.rated(found, ceiling.read_beside(ceilings, readings))
     found = measure.compared(found, scn, case.seed)
     found = measure.rivaled(found, scn, case.seed)
@@ -78,15 +77,15 @@ def _traffic(found: measure.Found) -> dict[str, int]:
 
 
 def timed_watching_clocks(found: measure.Found, job: Job, cuda_clock: CudaClock | None,
-                          copies: dict[str, Copy] | None = None
+                          canaries: dict[str, Canary] | None = None
                           ) -> tuple[measure.Found, tuple[str, ...], dict[str, Timing]]:  # fmt: skip
-    """`measure.timed` (with the ceiling `copies` timed beside), with the GPU's clock-throttle reasons read from
+    """`measure.timed` (with the `canaries` timed beside), with the GPU's clock-throttle reasons read from
     NVML just before and just after where anything is timed on it: their union (empty: none seen, or no NVML).
     NVML reports the clocks' state of the moment, so a throttle that came and went between the two readings is
     not seen."""
     watch = any(on_gpu(k.device, s) for k, s in found.items())
     before = nvml.throttle_reasons() if watch else ()
-    found, readings = measure.timed(found, job, cuda_clock, copies)
+    found, readings = measure.timed(found, job, cuda_clock, canaries)
     return found, nvml.union(before, nvml.throttle_reasons() if watch else ()), readings
 
 

@@ -7,22 +7,24 @@ all of one device side by side, so their ratio is honest (see `suite.run.timing`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from suite.core import fusion, numerics
-from suite.core.backend import Copy
 from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
-from suite.run.ceiling import Ceiling
+from suite.gpu import energy
+from suite.gpu.clock_watch import ClockWatch
+from suite.run.ceiling import Canary, Ceiling
 from suite.run.graph_timing import graph_timed
 from suite.run.job import Job
 from suite.run.stages import Comparison, Peer, Rates, Rival, Stages, Timed
-from suite.run.timing import CpuClock, CudaClock, Timing, measure_interleaved
+from suite.run.timing import CpuClock, CudaClock, Timing, measure_blocks
 
 Found = dict[KernelKey, Stages]
 
@@ -65,10 +67,10 @@ def peers(found: Found, seed: int = 0) -> Found:
 
 
 def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
-          beside: Mapping[str, Copy] | None = None) -> tuple[Found, dict[str, Timing]]:  # fmt: skip
-    """Time every correct, natively run implementation, interleaved with the others of its device; and the
-    copy `beside` a device's implementations in the same rounds (`suite.run.ceiling.beside`), its timing
-    returned per device."""
+          canaries: Mapping[str, Canary] | None = None) -> tuple[Found, dict[str, Timing]]:  # fmt: skip
+    """Time every correct, natively run implementation, interleaved with the others of its device, in blocks on
+    fresh buffers (`suite.run.timing.measure_blocks`), with the device's canary (`suite.run.ceiling.canaries`)
+    in the same rounds; the readings of the canaries that are the ceiling's copy returned per device."""
     out, readings = dict(found), {}
     for device in ("cpu", "cuda"):
         group = {k: s.check.launcher for k, s in found.items() if k.device == device and _timeable(s)}
@@ -76,18 +78,55 @@ def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
             continue
         clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
         late = getattr(clock, "late", 0)
-        copy = (beside or {}).get(device)
-        launchers: dict[Any, Any] = {**group, CEILING: copy.launch} if copy is not None else dict(group)
-        results = measure_interleaved(launchers, clock, job.timing)
-        if copy is not None:
-            readings[device] = results.pop(CEILING)
+        canary = (canaries or {}).get(device)
+        fixed: dict[Any, Any] = {CEILING: canary.copy.launch} if canary is not None else {}
+        failed: dict[KernelKey, str] = {}
+        rebuild = _rebuilder({k: found[k] for k in group}, failed)
+        with ClockWatch() if device == "cuda" else contextlib.nullcontext() as watch:
+            results = measure_blocks(group, clock, job.timing, rebuild, fixed)
+        beside = results.pop(CEILING, None)
+        if canary is not None and canary.is_ceiling and beside is not None:
+            readings[device] = beside
         cold = job.timing.cold_cache if device == "cpu" else True  # CUDA always flushes L2
         notes = {"late_launches": clock.late - late} if getattr(clock, "late", 0) > late else {}
         for k in group:
-            out[k] = replace(found[k], timing=replace(Timed.of(results[k], cold), notes=notes))
+            mine = {**notes, "buffer_set_failed": failed[k]} if k in failed else notes
+            excluded = watch.throttled_mask(results[k].stamps) if watch is not None else None
+            if excluded and all(excluded):
+                mine = {**mine, "throttled": "every repetition was taken while the GPU was throttled: no verdict"}
+            timing = Timed.of(results[k], cold, beside, canary.name if canary is not None else "", excluded)
+            joules = _energy(group[k], found[k], job) if device == "cuda" else None
+            out[k] = replace(found[k], timing=replace(timing, notes=mine, energy_j=joules))
         if device == "cuda" and job.timing.graphs:
             out = graph_timed(out, job.timing, clock)
     return out, readings
+
+
+def _energy(launch: Callable[[], None], stages: Stages, job: Job) -> float | None:
+    """Joules per call of a CUDA implementation (`suite.gpu.energy`), None where not measured."""
+    target = stages.availability.target
+    if not job.timing.energy_s or target is None:
+        return None
+    found = energy.per_call(launch, target.synchronize, min_s=job.timing.energy_s, max_calls=10**7)
+    return found.joules_per_call if found is not None else None
+
+
+def _rebuilder(group: Found, failed: dict[KernelKey, str]) -> Callable[[int, Any], Callable[[], None] | None]:
+    """`rebuild(block, key)`: the implementation built again on fresh buffers; None (its first launcher is timed
+    again) where it cannot be, and from then on: `failed` says why (in the row's extra), so a set of buffers
+    never costs a row."""
+
+    def rebuild(block: int, k: Any) -> Callable[[], None] | None:
+        check = group[k].check if k in group else None
+        if k in failed or check is None or check.rebuild is None:
+            return None
+        try:
+            return check.rebuild(block)
+        except Exception as exc:
+            failed[k] = f"block {block}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return None
+
+    return rebuild
 
 
 CEILING = ("ceiling", "copy")
@@ -121,8 +160,9 @@ def compared(found: Found, scn: Scenario, seed: int) -> Found:
     out = dict(found)
     for (backend, device, variant), (k, cand) in done.items():
         pair = next((b for c, b in scn.pairs if c == variant and (backend, device, b) in done), None)
-        if pair is not None:
-            out[k] = replace(cand, comparison=_compare(pair, done[(backend, device, pair)][1], cand, seed))
+        base = done[(backend, device, pair)][1] if pair is not None else None
+        if base is not None and _decidable(base.timing, cand.timing):
+            out[k] = replace(cand, comparison=_compare(pair, base, cand, seed))
     return out
 
 
@@ -138,14 +178,34 @@ def rivaled(found: Found, scn: Scenario, seed: int) -> Found:
         if cand.timing is None or not others:
             continue
         backend, variant = min(others, key=lambda bv: wanted.index(bv[1]))  # the scenario's first rival timed
-        c = fusion.compare(list(done[(backend, k.device, variant)].times_ms), list(cand.timing.times_ms), seed)
+        if not _decidable(done[(backend, k.device, variant)], cand.timing):
+            continue
+        c = _paired(done[(backend, k.device, variant)], cand.timing, seed)
         out[k] = replace(cand, rival=Rival(f"{backend}/{variant}", c.speedup, c.lo, c.hi, c.verdict))
     return out
 
 
+def _decidable(base: Timed, cand: Timed) -> bool:
+    """Whether some round of the two was not taken while the GPU was throttled."""
+    return not all(a or b for a, b in zip(_flags(base), _flags(cand), strict=True))
+
+
+def _paired(base: Timed, cand: Timed, seed: int) -> fusion.Comparison:
+    """`fusion.compare` of two implementations timed in the same rounds, blocks resampled, the repetitions
+    either left out (throttled) dropped as pairs."""
+    keep = [not (a or b) for a, b in zip(_flags(base), _flags(cand), strict=True)]
+    pick = lambda values: [v for v, k in zip(values, keep, strict=False) if k]
+    blocks = pick(cand.blocks) if len(cand.blocks) == len(cand.times_ms) else None
+    return fusion.compare(pick(base.times_ms), pick(cand.times_ms), seed, blocks)
+
+
+def _flags(t: Timed) -> tuple[bool, ...]:
+    return t.excluded if len(t.excluded) == len(t.times_ms) else (False,) * len(t.times_ms)
+
+
 def _compare(baseline: str, base: Stages, cand: Stages, seed: int) -> Comparison:
     assert base.timing is not None and cand.timing is not None
-    c = fusion.compare(list(base.timing.times_ms), list(cand.timing.times_ms), seed)
+    c = _paired(base.timing, cand.timing, seed)
     efficiency = None
     if base.ledger is not None and cand.ledger is not None:
         removed = (base.ledger.bytes_read + base.ledger.bytes_written) - (
@@ -153,4 +213,6 @@ def _compare(baseline: str, base: Stages, cand: Stages, seed: int) -> Comparison
         )
         top = cand.rates.ceiling_gbps if cand.rates is not None else None
         efficiency = fusion.efficiency(base.timing.time_ms, cand.timing.time_ms, removed, top or 0)
-    return Comparison(baseline, c.speedup, c.lo, c.hi, c.verdict, efficiency)
+    joules = (base.timing.energy_j, cand.timing.energy_j)
+    energy_ratio = joules[0] / joules[1] if joules[0] and joules[1] else None
+    return Comparison(baseline, c.speedup, c.lo, c.hi, c.verdict, efficiency, energy_ratio)

@@ -34,6 +34,8 @@ class Table:
         self._file = self.path.open("w" if fresh else "a", newline="", encoding="utf-8")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
         fresh_reps = fresh or not self.reps_path.exists() or self.reps_path.stat().st_size == 0
+        if not fresh_reps and self.reps_path.read_text().split("\n", 1)[0].strip() != ",".join(REPS_COLUMNS):
+            read_reps(self.reps_path).to_csv(self.reps_path, index=False)  # an older run resumed: its columns grow
         self._reps_file = self.reps_path.open("w" if fresh_reps else "a", newline="", encoding="utf-8")
         self._reps = csv.writer(self._reps_file)
         if fresh:
@@ -48,7 +50,7 @@ class Table:
         self._next += 1
         self._writer.writerow(row.as_record())
         self._flush()
-        self._reps.writerows((row.row_id, row.variant, i, t) for i, t in enumerate(row.times_ms))
+        self._reps.writerows(_reps(row))
         self._flush()
 
     def _flush(self) -> None:
@@ -64,6 +66,18 @@ class Table:
         """Keys of rows already written (for resume): every status counts as finished."""
         frame = read(self.path)
         return {tuple(str(v) for v in r) for r in frame[list(KEY)].itertuples(index=False)}
+
+
+def _reps(row: Row) -> list[tuple]:
+    """reps.csv lines of a row: each repetition with its block, the canary's time in its round and whether it
+    was left out (empty cells where the row has none)."""
+    n = len(row.times_ms)
+
+    def at(values: tuple, i: int, default: object) -> object:
+        return values[i] if len(values) == n else default
+
+    return [(row.row_id, row.variant, i, t, at(row.blocks, i, 0), at(row.canary_times_ms, i, ""),
+             at(row.excluded, i, False)) for i, t in enumerate(row.times_ms)]  # fmt: skip
 
 
 def aggregate(paths: list[Path], out: Path, extra: Sequence[Row] = ()) -> pd.DataFrame:

@@ -72,6 +72,8 @@ class Check:
     launcher: Callable[[], None] | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
     """What the launcher reported about itself while it ran (`suite.core.registry.notes`), kept in `extra`."""
+    rebuild: Callable[[int], Callable[[], None]] | None = None
+    """The launcher built again on a fresh set of buffers for timing block b (`suite.run.check.rebuilder`)."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,41 @@ class Timed:
     """Median of the CUDA-graph replays of the launcher (timing.graphs=true), where it could be captured."""
     notes: Mapping[str, Any] = field(default_factory=dict)
     """What the row's `extra` keeps of the timing: why a launcher was not captured in a graph, late launches."""
+    blocks: tuple[int, ...] = ()
+    """The block (buffer set) of each repetition."""
+    buffer_sets: int | None = None
+    processes: int | None = None
+    precision: float | None = None
+    canary: str = ""
+    canary_ms: float | None = None
+    canary_times_ms: tuple[float, ...] = ()
+    """The canary's time in the same round as each repetition (`suite.run.ceiling.canary`)."""
+    throttled_reps: int | None = None
+    excluded: tuple[bool, ...] = ()
+    """Repetitions taken while the GPU's clocks were held back, left out of the time and the verdicts."""
+    energy_j: float | None = None
+    """Joules per call (CUDA, NVML's energy counter), from a window of back-to-back calls after the rounds."""
 
     @classmethod
-    def of(cls, t: Timing, cold_cache: bool) -> Timed:
-        return cls(t.median, min(t.times_ms), t.quantile(0.25), t.quantile(0.75), t.reps, cold_cache, tuple(t.times_ms))
+    def of(cls, t: Timing, cold_cache: bool, canary: Timing | None = None, canary_name: str = "",
+           excluded: list[bool] | None = None) -> Timed:  # fmt: skip
+        """The timing's statistics over the repetitions kept: all, or where some were taken while the GPU was
+        throttled (`excluded`), the others (all of them where none is left: the row's notes say so)."""
+        canary_times = tuple(canary.times_ms) if canary is not None and len(canary.times_ms) == t.reps else ()
+        flags = tuple(excluded) if excluded is not None and len(excluded) == t.reps else (False,) * t.reps
+        kept = t if all(flags) else _kept(t, flags)
+        return cls(kept.median, min(kept.times_ms), kept.quantile(0.25), kept.quantile(0.75), t.reps, cold_cache,
+                   tuple(t.times_ms), blocks=tuple(t.blocks), buffer_sets=t.buffer_sets, processes=1,
+                   precision=kept.precision(), canary=canary_name if canary_times else "",
+                   canary_ms=float(np.median(canary_times)) if canary_times else None,
+                   canary_times_ms=canary_times, throttled_reps=sum(flags) if excluded is not None else None,
+                   excluded=flags if any(flags) else ())  # fmt: skip
+
+
+def _kept(t: Timing, excluded: tuple[bool, ...]) -> Timing:
+    keep = [i for i, out in enumerate(excluded) if not out]
+    blocks = [t.blocks[i] for i in keep] if len(t.blocks) == t.reps else []
+    return Timing([t.times_ms[i] for i in keep], blocks)
 
 
 @dataclass(frozen=True)
@@ -138,6 +171,8 @@ class Comparison:
     speedup_hi: float
     verdict: str
     fusion_efficiency: float | None = None
+    energy_ratio: float | None = None
+    """The baseline's joules per call over the candidate's (CUDA, where both were measured)."""
 
 
 @dataclass(frozen=True)

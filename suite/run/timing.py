@@ -1,8 +1,12 @@
-"""All timing lives here: warm-up, interleaved repetitions until a budget, medians and spread.
+"""All timing lives here: warm-up, interleaved repetitions in blocks until a precision or a budget, medians and spread.
 
 Variants of a case are timed side by side, one repetition of each per round, with the order rotated every round,
 so drift on a shared, noisy machine (frequency changes, a neighbour's job) lands on all of them alike and their
-ratio stays honest. On the CPU the clock is the monotonic high-resolution counter; optional cold caches flush a
+ratio stays honest. Rounds come in blocks (`measure_blocks`): each block times launchers built on a fresh set of
+buffers, so that what a set of buffers fixes (addresses, alignment, the pages under them) is sampled rather than
+frozen for the whole run, and blocks are added until every variant's interval is as narrow as `timing.precision`
+asks or the budget `timing.max_budget_s` is spent (the way nvbench stops on its noise criterion); see
+`suite.core.resample` for the interval. On the CPU the clock is the monotonic high-resolution counter; optional cold caches flush a
 buffer larger than the last-level cache before every repetition. On CUDA, events are recorded on the one stream
 every backend launches on, L2 is flushed (by reading) before every repetition, and a spin kernel ahead of the
 start event keeps the host's launch overhead out of the window (`CudaClock`).
@@ -18,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from suite.core import resample
 from suite.run.config import TimingConfig
 
 Launcher = Callable[[], None]
@@ -26,6 +31,28 @@ Launcher = Callable[[], None]
 @dataclass
 class Timing:
     times_ms: list[float] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)
+    """The block (buffer set) of each repetition; empty where all came from one."""
+    stamps: list[tuple[int, int]] = field(default_factory=list)
+    """Host perf_counter_ns at the start and end of each repetition's timing call, for samplers that run beside."""
+
+    def add(self, ms: float, block: int, start_ns: int, end_ns: int) -> None:
+        self.times_ms.append(ms)
+        self.blocks.append(block)
+        self.stamps.append((start_ns, end_ns))
+
+    def precision(self, resamples: int = resample.RESAMPLES) -> float | None:
+        """The half-width of the 95% interval of log time (≈ relative), blocks resampled; None without reps."""
+        times = np.asarray(self.times_ms, dtype=float)
+        good = np.isfinite(times) & (times > 0)
+        if not good.any():
+            return None
+        labels = np.asarray(self.blocks)[good] if len(self.blocks) == len(times) else None
+        return resample.estimate(np.log(times[good]), labels, resamples=resamples).half_width
+
+    @property
+    def buffer_sets(self) -> int:
+        return len(set(self.blocks)) or (1 if self.times_ms else 0)
 
     def quantile(self, q: float) -> float:
         return float(np.quantile(self.times_ms, q))
@@ -110,18 +137,72 @@ Clock = CpuClock | CudaClock
 
 
 def measure_interleaved(launchers: dict[Hashable, Launcher], clock: Clock, cfg: TimingConfig) -> dict[Hashable, Timing]:
-    """Time every launcher round-robin until the budget (per launcher) is spent or max_reps is reached."""
+    """Time every launcher round-robin until the budget (per launcher) is spent or max_reps is reached: one block
+    on the launchers' own buffers (ceilings, graph replays)."""
+    results = {k: Timing() for k in launchers}
+    _block(launchers, results, clock, 0, cfg.budget_s, cfg.min_reps, cfg.max_reps, cfg.warmup)
+    return results
+
+
+def _block(launchers: dict[Hashable, Launcher], results: dict[Hashable, Timing], clock: Clock, block: int,
+           budget_s: float, min_reps: int, max_reps: int, warmup: int) -> float:  # fmt: skip
+    """Warm up, then round-robin rounds (order rotated each round) until `budget_s` per launcher is spent and
+    `min_reps` are done, or `max_reps`; the rounds' seconds."""
     keys = list(launchers)
-    results = {k: Timing() for k in keys}
-    for _ in range(cfg.warmup):
+    for _ in range(warmup):
         for k in keys:
             clock.time(launchers[k])
     started = time.monotonic()
-    budget = cfg.budget_s * len(keys)
-    for rounds in range(1, cfg.max_reps + 1):
+    budget = budget_s * len(keys)
+    for rounds in range(1, max_reps + 1):
         for k in keys:
-            results[k].times_ms.append(clock.time(launchers[k]))
+            begin = time.perf_counter_ns()
+            ms = clock.time(launchers[k])
+            results[k].add(ms, block, begin, time.perf_counter_ns())
         keys = keys[1:] + keys[:1]
-        if rounds >= cfg.min_reps and time.monotonic() - started >= budget:
+        if rounds >= min_reps and time.monotonic() - started >= budget:
             break
+    return time.monotonic() - started
+
+
+Builder = Callable[[int, Hashable], Launcher | None]
+"""`rebuild(b, key)`: key's launcher on a fresh set of buffers for block b (b ≥ 1; block 0 times the launchers as
+first built), or None where it could not be built again (the first launcher is then timed again)."""
+
+
+def measure_blocks(launchers: dict[Hashable, Launcher], clock: Clock, cfg: TimingConfig, rebuild: Builder | None = None,
+                   fixed: dict[Hashable, Launcher] | None = None) -> dict[Hashable, Timing]:  # fmt: skip
+    """Time `launchers` and the `fixed` ones (a canary: the same buffers throughout) round-robin, in blocks.
+
+    Block 0 times `launchers`; each later block times `rebuild(b, key)` of every key (on fresh buffers; the first
+    launcher where that gives None). The last block's launcher of a key is let go before its next is built, so
+    at most one set of buffers beside the first is alive at a time. Each block spends budget_s/min_blocks per launcher. After `min_blocks`, blocks
+    are added until every rebuilt launcher's interval half-width is at most `cfg.precision`, or `max_budget_s`
+    per launcher is spent, or `max_blocks` are done."""
+    fixed = fixed or {}
+    current = dict(launchers)
+    results = {k: Timing() for k in [*current, *fixed]}
+    blocks = max(1, cfg.min_blocks) if rebuild is not None else 1
+    per_block = cfg.budget_s / blocks
+    reps = max(cfg.min_reps, cfg.max_reps // max(blocks, 1))
+    spent, block = 0.0, 0
+    while True:
+        spent += _block({**current, **fixed}, results, clock, block, per_block, cfg.min_reps, reps, cfg.warmup)
+        block += 1
+        if rebuild is None or block >= max(blocks, cfg.max_blocks):
+            break
+        if block >= blocks and (spent >= cfg.max_budget_s * len(results) or _precise(results, current, cfg)):
+            break
+        for k in current:
+            current[k] = None  # type: ignore[assignment]  # its buffers go before the next set is made
+            current[k] = rebuild(block, k) or launchers[k]
     return results
+
+
+def _precise(results: dict[Hashable, Timing], keys: dict[Hashable, Launcher], cfg: TimingConfig) -> bool:
+    """Whether every launcher in `keys` has its time's interval within `cfg.precision` (a cheap bootstrap)."""
+    for k in keys:
+        found = results[k].precision(resamples=400)
+        if found is None or found > cfg.precision:
+            return False
+    return True
