@@ -192,7 +192,9 @@ def _over_runs(command: str, argv: list[str]) -> int:
     if command == "compare":
         from suite.report.compare import main as command_main
     elif command == "noise":
-        from suite.noise import main as command_main
+        from suite.noise import main as noise_main
+
+        command_main = lambda argv: noise_main(argv, precheck)
     else:
         from suite.report.merged import main as command_main
     try:

@@ -16,6 +16,7 @@ import argparse
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -42,7 +43,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], precheck: Callable[[list[str]], None] | None = None) -> int:
+    """The command; `precheck(overrides)` (the command line's, passed in by `suite.cli`) refuses bad input in
+    one line before either run starts."""
     ours, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     args = parser().parse_args(ours)
     t = compare.threshold(args.threshold)
@@ -50,10 +53,9 @@ def main(argv: list[str]) -> int:
         a, b = (Path(r) for r in args.runs)
         out = Path(args.out) if args.out else b
     else:
-        from suite.cli import precheck
-
         overrides = overrides or list(DEFAULT)
-        precheck(overrides)  # bad input: one line and exit 2, before either run starts
+        if precheck is not None:
+            precheck(overrides)
         out = Path(args.out or f"results/noise_{time.strftime('%Y-%m-%d_%H-%M-%S')}")
         a, b = out / "a", out / "b"
         for side in (a, b):

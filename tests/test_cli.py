@@ -33,7 +33,10 @@ BAD = [
     (["+backend_options.cupy.colour=3"], "unknown option backend_options.cupy.colour; valid: block, max_items"),
     (["+backend_options.triton.num_warps=3"], "must be a power of two in 1..32"),
     (["+backend_options.torch.block=3"], "unknown option backend_options.torch.block; valid: mode, dynamic"),
-    (["+backend_options.numpy.block=3"], "unknown option backend_options.numpy.block; valid: none"),
+    (
+        ["+backend_options.numpy.block=3"],
+        "unknown option backend_options.numpy.block; valid: slowdown_pct, slowdown_variant",
+    ),
     (
         ["backend_options.torch.mode=fast"],
         "backend_options.torch.mode=fast must be one of default, reduce-overhead, max-autotune, "
