@@ -162,10 +162,16 @@ def rebuilder(key: KernelKey, avail: Availability, job: Job, scn: Scenario, data
             raise MemoryError(f"no fresh set of buffers: {reason}")
         inputs, _, tol = data.get(params)
         host = {name: offset_copy(a, block) for name, a in inputs.items()}
-        launcher, device_out = _build(key, avail, job, scn, params, host, [])
-        launcher()
-        target.synchronize()
-        got = np.asarray(target.to_host(device_out))
+        try:
+            launcher, device_out = _build(key, avail, job, scn, params, host, [])
+            launcher()
+            target.synchronize()
+            got = np.asarray(target.to_host(device_out))
+        except Exception as exc:  # a sticky CUDA error loses the context: only the worker's restart helps
+            fault = faults.classify(exc) if key.device == "cuda" else None
+            if fault is not None and fault.sticky:
+                raise faults.ContextLost(fault.what, fault.detail) from exc
+            raise
         err = numerics.rel_err(_spots(got), _spots(checked))
         if not np.isfinite(err) or err > 2 * tol:
             raise RuntimeError(f"buffer set {block}: output differs from the checked one by {err:.3g}")

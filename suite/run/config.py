@@ -30,6 +30,10 @@ class TimingConfig:
     half-width at most this (the row's `precision` says what it got), or `max_budget_s` is spent."""
     max_budget_s: float = 1.0
     """Wall time per implementation of a case at the most, past which no block is added."""
+    processes: int = 2
+    """Worker processes each case is timed in, one after the other, each with 1/processes of the budget and
+    blocks (isolate=true; one without a worker): what a process fixes for a kernel's time (its thread pool, its
+    memory's layout) is sampled too, and the intervals widen by it (suite.run.pooled)."""
     energy_s: float = 0.1
     """CUDA: after the timed rounds, each implementation runs back to back for at least this long between two
     moves of NVML's energy counter, for its joules per call (`energy_j`); 0: not measured."""

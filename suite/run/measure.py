@@ -20,6 +20,7 @@ from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import energy
 from suite.gpu.clock_watch import ClockWatch
+from suite.run import faults
 from suite.run.ceiling import Canary, Ceiling
 from suite.run.graph_timing import graph_timed
 from suite.run.job import Job
@@ -122,6 +123,8 @@ def _rebuilder(group: Found, failed: dict[KernelKey, str]) -> Callable[[int, Any
             return None
         try:
             return check.rebuild(block)
+        except faults.ContextLost:
+            raise
         except Exception as exc:
             failed[k] = f"block {block}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             return None

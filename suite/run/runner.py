@@ -1,6 +1,7 @@
 """`run(cfg, outdir) -> DataFrame`: the whole sweep of one configuration, apart from Hydra so tests can call it.
 
-Cases are sent to the worker one at a time; every row is appended to results.csv and flushed the moment the
+Cases are sent to the worker one at a time (to each of `timing.processes` workers in turn, their repetitions
+pooled: `suite.run.pooled`); every row is appended to results.csv and flushed the moment the
 case returns. A timeout or a crashed worker turns the case into `error` rows; Ctrl-C stops the sweep but keeps
 every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
 environment.json (what the run ran on, from the worker; NVML's reading of the GPU added again as the last case
@@ -11,6 +12,7 @@ repetitions (`suite.core.store`).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from suite.core import store
-from suite.core.row import params_json
-from suite.run import assemble, profile, progress, provenance
+from suite.core.row import Row, params_json
+from suite.run import assemble, pooled, profile, progress, provenance
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
@@ -72,6 +74,8 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
     todo = jobs(cfg, p, outdir, done, run_id)
     settings = Settings(bool(cfg.device.emulate), p.targets, list(cfg.plugins))
     worker = Worker(settings) if cfg.isolate else InProcess(settings)
+    processes = max(1, int(cfg.timing.processes)) if cfg.isolate else 1
+    workers = [worker, *(Worker(settings) for _ in range(processes - 1))]  # the first's ceilings are handed on
     (outdir / "ceilings.json").write_text(
         json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
     )
@@ -81,10 +85,7 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
         with progress.Bar(len(todo), enabled=show_progress, job=job) as bar:
             for job in todo:
                 bar.start(job)
-                try:
-                    rows = worker.run(job, cfg.timing.case_timeout_s)
-                except WorkerLost as exc:
-                    rows = assemble.lost(job, str(exc))
+                rows = _timed_in(workers, job, cfg.timing.case_timeout_s)
                 if cfg.profile == "ncu":  # each CUDA row timed here, rerun once under Nsight Compute
                     rows = profile.measure_rows(rows, job, profile.Profiler.of(cfg))
                 for row in rows:
@@ -92,10 +93,24 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
                 bar.advance(rows)
     finally:
         _record_end(outdir, environment)
-        worker.close()
+        for each in workers:
+            each.close()
         table.close()
         store.write_parquet(outdir)
     return read(table.path)
+
+
+def _timed_in(workers: list[Any], job: Job, timeout: float) -> list[Row]:
+    """The case's rows, timed in each worker in turn with its share of the budget and pooled
+    (`suite.run.pooled`); a worker lost on the case costs its share, not the rows the others timed."""
+    share = replace(job, timing=pooled.split_timing(job.timing, len(workers)))
+    runs, lost = [], None
+    for each in workers:
+        try:
+            runs.append(each.run(share, timeout))
+        except WorkerLost as exc:
+            lost = lost or str(exc)
+    return pooled.pool(runs) if runs else assemble.lost(job, lost or "no worker answered")
 
 
 def _record_end(outdir: Path, environment: dict[str, Any]) -> None:
