@@ -171,14 +171,14 @@ def test_noise_counts_flags_the_threshold_needed_and_verdict_flips(tmp_path: Pat
     assert "loses → pays" in text and "Threshold that keeps 95% of rows quiet here" in text
 
 
-def test_needed_threshold_is_the_distance_from_one_only_where_the_interval_clears_it() -> None:
+def test_needed_threshold_is_how_far_the_interval_clears_one() -> None:
     import pandas as pd
 
     from suite.report import noise
 
     lines = pd.DataFrame({"ratio": [1.08, 1.08, 0.9, 1.0], "lo": [1.01, 0.99, 0.85, 0.98],
                           "hi": [1.1, 1.2, 0.95, 1.02]})  # fmt: skip
-    assert noise.needed(lines) == pytest.approx([0.08, 0.0, 1 / 0.9 - 1, 0.0])
+    assert noise.needed(lines) == pytest.approx([0.01, 0.0, 1 / 0.95 - 1, 0.0])
 
 
 def test_a_slowed_kernel_spins_its_share_of_its_own_time() -> None:
@@ -262,3 +262,31 @@ def test_a_rebuilt_kernel_whose_values_depend_on_where_they_live_is_refused(tmp_
             built.rebuild(1)
     finally:
         REGISTRY.kernels[key] = entry
+
+
+def test_the_rows_say_how_far_they_follow_their_canaries() -> None:
+    from suite.report import between_runs
+
+    rng = np.random.default_rng(6)
+    canary = rng.normal(0.0, 0.1, 60)
+    z = 0.5 * canary + rng.normal(0.0, 0.01, 60)
+    assert between_runs.follow(z, canary) == pytest.approx(0.5, abs=0.05)
+    moved = z.copy()
+    moved[:10] += 0.2  # a change slowed a sixth of the rows
+    assert between_runs.follow(moved, canary) == pytest.approx(0.5, abs=0.08)
+    assert between_runs.follow(z + 0.3, canary) == pytest.approx(0.5, abs=0.05)  # every row alike: the slope holds
+    assert between_runs.follow(z[:5], canary[:5]) == 1.0  # too few rows: the canary taken whole
+    assert between_runs.follow(z, np.full(60, 0.69)) == 1.0  # canaries that all moved alike say nothing of β
+
+
+def test_the_drift_between_runs_is_what_the_rows_scatter_beyond_their_intervals() -> None:
+    from suite.report import between_runs
+
+    rng = np.random.default_rng(7)
+    s = np.full(200, 0.01)
+    assert between_runs.spread(rng.normal(0, 0.01, 200), s) < 0.004  # their own intervals explain them
+    drifted = rng.normal(0, np.hypot(0.01, 0.03), 200)
+    assert between_runs.spread(drifted, s) == pytest.approx(0.03, rel=0.25)
+    drifted[:30] += 0.25  # the rows a change moved barely raise it
+    assert between_runs.spread(drifted, s) == pytest.approx(0.03, rel=0.4)
+    assert between_runs.spread(drifted[:5], s[:5]) == 0.0

@@ -14,9 +14,9 @@ row's `machine`, printed beside: how much the machine moved. The 95% interval co
 each run on its own (blocks, then rounds inside them: `suite.core.resample`; the runs were not interleaved, so
 there are no pairs to keep) and the difference of the two. The verdict, with the threshold t (5% by default):
 
-- `slower` when the ratio is above 1+t and the whole interval lies above 1: a change a user cares about, and real;
-- `faster` when the ratio is below 1/(1+t) and the whole interval lies below 1 (symmetric on the log axis, so
-  comparing NEW with BASE calls faster exactly what comparing BASE with NEW calls slower);
+- `slower` when the whole interval lies above 1+t: a change a user cares about, and surely that large;
+- `faster` when the whole interval lies below 1/(1+t) (symmetric on the log axis, so comparing NEW with BASE
+  calls faster exactly what comparing BASE with NEW calls slower);
 - `same` otherwise.
 
 A row of an older run that kept no repetitions has no interval: its ratio is that of the two medians in
@@ -37,6 +37,7 @@ import pandas as pd
 
 from suite.core import resample
 from suite.core.row import KEY
+from suite.report import between_runs
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -109,22 +110,23 @@ class Reps:
         kept = ~self.excluded
         return bool(kept.any() and np.all(np.isfinite(self.canary[kept]) & (self.canary[kept] > 0)))
 
-    def logs(self, normalise: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(log time, or log time over the round's canary; their blocks), for the repetitions kept."""
+    def logs(self, follow: float) -> tuple[np.ndarray, np.ndarray]:
+        """(log time less `follow` × log of the round's canary (0: raw times); their blocks), for the repetitions
+        kept."""
         keep = ~self.excluded & np.isfinite(self.times) & (self.times > 0)
         values = np.log(self.times[keep])
-        if normalise:
-            values = values - np.log(self.canary[keep])
+        if follow:
+            values = values - follow * np.log(self.canary[keep])
         return values, self.blocks[keep]
 
 
 def ratio(base_ms: Sequence[float] | np.ndarray | Reps, new_ms: Sequence[float] | np.ndarray | Reps, seed: int = 0,
-          normalise: bool = False) -> Ratio:  # fmt: skip
+          normalise: bool | float = False) -> Ratio:  # fmt: skip
     """NEW/BASE with its interval, each side a two-level bootstrap (blocks, rounds) on its own; `normalise`:
-    each repetition relative to its round's canary (both sides must have one)."""
+    each repetition relative to its round's canary raised to that power (True: 1; both sides must have one)."""
     base = base_ms if isinstance(base_ms, Reps) else Reps.of(base_ms)
     new = new_ms if isinstance(new_ms, Reps) else Reps.of(new_ms)
-    sides = [r.logs(normalise) for r in (base, new)]
+    sides = [r.logs(float(normalise)) for r in (base, new)]
     if any(len(values) == 0 for values, _ in sides):
         raise ValueError("no repetitions to compare")
     b = resample.draws(*sides[0], seed=seed, resamples=RESAMPLES)
@@ -134,18 +136,19 @@ def ratio(base_ms: Sequence[float] | np.ndarray | Reps, new_ms: Sequence[float] 
     if base.has_canary and new.has_canary:
         machine = float(np.exp(np.median(np.log(new.canary[~new.excluded]))
                                - np.median(np.log(base.canary[~base.excluded]))))  # fmt: skip
-    return Ratio(float(np.exp(est.value)), float(np.exp(est.lo)), float(np.exp(est.hi)), machine, normalise)
+    return Ratio(float(np.exp(est.value)), float(np.exp(est.lo)), float(np.exp(est.hi)), machine, bool(normalise))
 
 
 def verdict(value: float, lo: float, hi: float, threshold: float) -> str:
-    """slower / faster beyond the band of ±`threshold` (a fraction) and with the interval clear of 1; without an
-    interval (NaN), the band alone decides; same otherwise; empty where there is no ratio."""
+    """slower / faster where the whole interval lies beyond the band of ±`threshold` (a fraction), as a fusion
+    verdict needs its interval to clear its band: a change must be both large enough to matter and surely so;
+    without an interval (NaN), the ratio and the band alone decide; same otherwise; empty where there is no ratio."""
     if not np.isfinite(value):
         return ""
     interval = np.isfinite(lo) and np.isfinite(hi)
-    if value > 1 + threshold and (not interval or lo > 1):
+    if value > 1 + threshold and (not interval or lo > 1 + threshold):
         return "slower"
-    if value < 1 / (1 + threshold) and (not interval or hi < 1):
+    if value < 1 / (1 + threshold) and (not interval or hi < 1 / (1 + threshold)):
         return "faster"
     return "same"
 
@@ -189,19 +192,53 @@ def compare(
     """One line per matched row: case, implementation, base_ms, new_ms, ratio, lo, hi, machine, verdict, flags
     and the booleans `regressed` (slower, broke or numerics), `interval` and `normalised`. `times` maps (base
     row_id, new row_id) to the two runs' repetitions (lists of times, or `Reps`); a pair missing from it (or with
-    none kept) gets the ratio of the medians."""
-    lines = []
-    for i, row in enumerate(matched.itertuples(index=False)):
-        reps = times.get((row.row_id_base, row.row_id_new))
-        if reps is not None:
-            reps = tuple(r if isinstance(r, Reps) else Reps.of(r) for r in reps)
-        lines.append(_line(row._asdict(), reps, threshold, seed + i, normalise))
+    none kept) gets the ratio of the medians. `auto` takes each row relative to its canary as far as the rows
+    follow their canaries (`between_runs.follow`); every interval is widened by the drift between the runs
+    (`between_runs.spread`). The frame's `attrs` keep both (`follow`, `drift`)."""
+    rows = [row._asdict() for row in matched.itertuples(index=False)]
+    reps = [_reps(times.get((r["row_id_base"], r["row_id_new"]))) for r in rows]
+    follow = {"none": 0.0, "canary": 1.0}.get(normalise)
+    if follow is None:
+        raw = [_line(r, p, threshold, seed + i, "none") for i, (r, p) in enumerate(zip(rows, reps, strict=True))]
+        usable = [
+            (np.log(x["ratio"]), np.log(x["machine"])) for x in raw if x["interval"] and np.isfinite(x["machine"])
+        ]
+        follow = between_runs.follow(*map(np.asarray, zip(*usable, strict=True))) if usable else 1.0
+    lines = [
+        _line(r, p, threshold, seed + i, normalise, follow) for i, (r, p) in enumerate(zip(rows, reps, strict=True))
+    ]
     columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "machine", "verdict", "flags",
                "regressed"]  # fmt: skip
     out = pd.DataFrame(lines, columns=[*columns, "interval", "normalised", "broke", "numerics"])
     for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
         if column in matched:
             out[column] = matched[column].to_numpy()
+    out = widened(out, threshold)
+    out.attrs["follow"] = follow
+    return out
+
+
+def _reps(found: tuple | None) -> tuple[Reps, Reps] | None:
+    return tuple(r if isinstance(r, Reps) else Reps.of(r) for r in found) if found is not None else None  # type: ignore[return-value]
+
+
+def widened(lines: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """`lines` with every interval widened in quadrature by the drift between the runs that the rows show beyond
+    their own intervals (`between_runs.spread`), and the verdicts judged again; `attrs["drift"]` keeps it."""
+    out = lines.copy()
+    has = out["interval"].astype(bool) & np.isfinite(out["ratio"].astype(float))
+    z = np.log(out.loc[has, "ratio"].astype(float).to_numpy())
+    half = (np.log(out.loc[has, "hi"].astype(float)) - np.log(out.loc[has, "lo"].astype(float))).to_numpy() / 2
+    drift = between_runs.spread(z, half / between_runs.Z95)
+    out.attrs["drift"] = drift
+    if drift <= 0:
+        return out
+    wide = np.hypot(half, between_runs.Z95 * drift)
+    out.loc[has, "lo"], out.loc[has, "hi"] = np.exp(z - wide), np.exp(z + wide)
+    for i in out.index[has]:
+        decided = verdict(out.at[i, "ratio"], out.at[i, "lo"], out.at[i, "hi"], threshold)
+        out.at[i, "verdict"] = decided
+        out.at[i, "regressed"] = decided == "slower" or bool(out.at[i, "broke"]) or bool(out.at[i, "numerics"])
     return out
 
 
@@ -211,12 +248,15 @@ def normalisable(row: dict, reps: tuple[Reps, Reps]) -> bool:
     return same and reps[0].has_canary and reps[1].has_canary
 
 
-def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int, normalise: str = "auto") -> dict:
+def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int, normalise: str = "auto",
+          follow: float = 1.0) -> dict:  # fmt: skip
     base_ms, new_ms = _number(row.get("time_ms_base")), _number(row.get("time_ms_new"))
     timed = bool(base_ms > 0 and new_ms > 0)  # NaN compares False: a side not timed has no ratio
     result = Ratio(np.nan, np.nan, np.nan)
     if timed and reps and len(reps[0]) and len(reps[1]):
-        result = ratio(reps[0], reps[1], seed, normalise != "none" and normalisable(row, reps))
+        relative = normalise != "none" and normalisable(row, reps)
+        result = ratio(reps[0], reps[1], seed, follow if relative else 0.0)
+        result = Ratio(result.ratio, result.lo, result.hi, result.machine, relative)
         base_ms, new_ms = float(np.median(reps[0].times)), float(np.median(reps[1].times))
     elif timed:
         result = Ratio(new_ms / base_ms, np.nan, np.nan)
@@ -338,6 +378,11 @@ def machine_moved(lines: pd.DataFrame) -> list[str]:
             continue
         lo, mid, hi = np.quantile(moved, [0.1, 0.5, 0.9])
         normalised = int(sub["normalised"].sum()) if "normalised" in sub else 0
+        follow = lines.attrs.get("follow", 1.0)
         out.append(f"machine ({device}): the canary ran {mid:.3f}× as long in NEW as in BASE (10th–90th percentile "
-                   f"over {len(moved)} rows: {lo:.3f}–{hi:.3f}); {normalised} rows compared relative to it")  # fmt: skip
+                   f"over {len(moved)} rows: {lo:.3f}–{hi:.3f}); {normalised} rows compared relative to it, "
+                   f"the rows following it by β = {follow:.2f}")  # fmt: skip
+    if lines.attrs.get("drift"):
+        out.append(f"between the runs, identical kernels drifted by about ±{lines.attrs['drift']:.1%} (σ) beyond each "
+                   "run's own interval, judged from the rows themselves: every interval is widened by it")  # fmt: skip
     return out

@@ -56,19 +56,16 @@ class Noise:
 
 
 def needed(lines: pd.DataFrame) -> np.ndarray:
-    """The threshold each timed line would need to be `same`: past its ratio's distance from 1 where its interval
-    clears 1 (the verdict's other condition), 0 where it does not."""
+    """The threshold each timed line would need to be `same`: how far its interval's near end lies past 1 (the
+    verdict flags only an interval wholly beyond the band), 0 where the interval holds 1; without an interval,
+    the ratio's own distance from 1."""
     out = []
     for line in lines.itertuples(index=False):
         if not np.isfinite(line.ratio):
             continue
         interval = np.isfinite(line.lo) and np.isfinite(line.hi)
-        if line.ratio > 1 and (not interval or line.lo > 1):
-            out.append(line.ratio - 1)
-        elif line.ratio < 1 and (not interval or line.hi < 1):
-            out.append(1 / line.ratio - 1)
-        else:
-            out.append(0.0)
+        lo, hi = (line.lo, line.hi) if interval else (line.ratio, line.ratio)
+        out.append(max(0.0, lo - 1, 1 / hi - 1))
     return np.asarray(out, dtype=float)
 
 
