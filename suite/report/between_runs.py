@@ -11,10 +11,11 @@ in its own measure. Two numbers, fitted across all timed rows of the comparison,
   with the memory bandwidth, an in-cache kernel only partly: on this repository's shared CI host the rows
   followed their canaries by β ≈ 0.5, and dividing by the whole canary flagged more rows than raw times did.
   Where the canaries hardly differ between rows the slope cannot be told and β = 1: the canary taken whole.
-- `spread`: σ, the drift of identical kernels between the runs beyond their own intervals, from the rows' residual
-  log ratios about their median (a robust method of moments: the median of r²/(s² + σ²) is that of χ²₁), so that
-  rows a change did move, being the minority, barely raise it. Each row's interval is widened by it in
-  quadrature. A change that moved most rows by different amounts raises σ: compare is then cautious, not wrong.
+- `spread`: σ, the scatter of the rows between the runs beyond their own intervals, from their residual log
+  ratios (a robust method of moments: the median of r²/(s² + σ²) is that of χ²₁), so that rows a change did
+  move, being the minority, barely raise it. `compare` says it beside the table as the size of change the two
+  runs cannot tell from the machine; it does not widen the verdicts' intervals by it, since a change that moves
+  many rows (a compiler upgrade moves every row of its backend) would raise it and hide itself.
 
 Both need enough rows (MIN_ROWS); with fewer, β = 1 and σ = 0.
 """

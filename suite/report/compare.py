@@ -136,8 +136,7 @@ def footer(t: float) -> str:
             "repetition relative to the canary timed in its round raised to β, how far the rows follow their "
             f"canaries (fitted across rows; --normalize=canary: β = 1; rows without a common canary flagged "
             f"`{compare_stats.RAW}`); machine = the canary's own NEW/BASE; [lo, hi] = 95% interval, each run's "
-            f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times), widened by the drift "
-            f"between the runs the rows show. slower: the whole interval above {1 + t:.3g}; faster: the whole "
+            f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: the whole interval above {1 + t:.3g}; faster: the whole "
             f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
             "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
             "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon).")  # fmt: skip
