@@ -37,25 +37,34 @@ class StepClock:
         return launch()
 
 
+class FakeWatch:
+    """ClockWatch's part the timing uses: windows judged by `mask(stamps)`, every judged list kept in `seen`."""
+
+    def __init__(self, mask) -> None:
+        self.mask, self.seen = mask, []
+
+    def __call__(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def throttled_mask(self, stamps):
+        self.seen.append(list(stamps))
+        return self.mask(stamps)
+
+
 def _stages(ms: float, target) -> Stages:
     return Stages(Availability(NATIVE, target=target), check=Check("ok", launcher=lambda: ms))
 
 
 def test_throttled_repetitions_are_left_out_and_energy_gives_the_ratio(monkeypatch) -> None:
     throttled_rounds = {3, 4, 5}
-
-    class FakeWatch:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def throttled_mask(self, stamps):
-            return [i in throttled_rounds for i in range(len(stamps))]
-
     joules = {1.0: 0.010, 2.0: 0.025}
-    monkeypatch.setattr(measure, "ClockWatch", FakeWatch)
+    monkeypatch.setattr(measure, "ClockWatch", FakeWatch(lambda s: [i in throttled_rounds for i in range(len(s))]))
     monkeypatch.setattr(measure.energy, "per_call", lambda launch, sync, min_s, max_calls: SimpleNamespace(
         joules_per_call=joules[launch()]))  # fmt: skip
     target = SimpleNamespace(synchronize=lambda: None)
@@ -102,25 +111,13 @@ def test_the_report_counts_the_repetitions_left_out_and_the_energy_saved() -> No
 
 
 def test_the_watch_judges_each_round_by_host_stamps_that_bracket_it(monkeypatch) -> None:
-    seen = []
-
-    class RecordingWatch:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def throttled_mask(self, stamps):
-            seen.append(list(stamps))
-            return [False] * len(stamps)
-
-    monkeypatch.setattr(measure, "ClockWatch", RecordingWatch)
+    watch = FakeWatch(lambda stamps: [False] * len(stamps))
+    monkeypatch.setattr(measure, "ClockWatch", watch)
     target = SimpleNamespace(synchronize=lambda: None)
     job = SimpleNamespace(timing=TimingConfig(budget_s=0.0, min_reps=4, max_reps=4, warmup=0, min_blocks=1,
                                               max_blocks=1, energy_s=0.0))  # fmt: skip
     timed, _ = measure.timed({FUSED: _stages(1.0, target)}, job, StepClock())
-    (stamps,) = seen
+    (stamps,) = watch.seen
     assert len(stamps) == 4 and all(a <= b for a, b in stamps)
     assert all(stamps[i][1] <= stamps[i + 1][0] for i in range(3))  # one window per round, in order
     assert timed[FUSED].timing.throttled_reps == 0 and timed[FUSED].timing.energy_j is None  # energy_s=0: off
