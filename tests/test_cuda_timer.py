@@ -15,7 +15,7 @@ from suite.gpu import assemble, ptxas, timer_kernels
 from suite.run.config import TimingConfig
 from suite.run.graph_timing import graph_timed
 from suite.run.stages import Stages, Timed
-from suite.run.timing import CudaClock
+from suite.run.timing import CudaClock, measure_interleaved
 
 
 @pytest.mark.compile
@@ -70,18 +70,41 @@ def test_each_repetition_is_flush_spin_start_launch_end() -> None:
     assert driver.calls[2][1] == id(clock.start) and driver.calls[4][1] == id(clock.end)
 
 
-def test_the_spin_outlasts_the_slowest_enqueue_seen() -> None:
+def test_the_spin_outlasts_recent_enqueues_and_forgets_a_pause() -> None:
     driver = FakeDriver()
     clock = CudaClock(driver)
     assert clock.spin_ns() == CudaClock.MIN_SPIN_NS  # nothing seen yet
     clock.time(lambda: time.sleep(0.002))  # a launcher whose host side takes 2 ms: this window was late
-    assert clock.late == 1
+    assert clock.last_late
     spin = clock.spin_ns()
     assert CudaClock.LEAD * 2_000_000 <= spin <= CudaClock.MAX_SPIN_NS
-    clock.time(lambda: None)  # a fast one: covered by the spin, not late; the spin does not shrink
-    assert clock.late == 1 and [c for c in driver.calls if c[0] == "spin"][-1] == ("spin", spin)
-    clock.enqueue_ns = 10**12
+    clock.time(lambda: None)  # a fast one: covered by the spin, not late
+    assert not clock.last_late and [c for c in driver.calls if c[0] == "spin"][-1] == ("spin", spin)
+    for _ in range(CudaClock.WINDOW):  # a pause long ago no longer sets the spin: recent enqueues do
+        clock.time(lambda: None)
+    assert clock.spin_ns() == CudaClock.MIN_SPIN_NS
+    clock.recent.extend([10**12] * CudaClock.WINDOW)
     assert clock.spin_ns() == CudaClock.MAX_SPIN_NS
+
+
+def test_one_pause_among_recent_enqueues_does_not_set_the_spin() -> None:
+    clock = CudaClock(FakeDriver())
+    clock.recent.extend([5_000] * (CudaClock.WINDOW - 1) + [20_000_000])  # one garbage-collector pause
+    assert clock.spin_ns() == CudaClock.MIN_SPIN_NS
+
+
+def test_late_launches_are_counted_in_timed_repetitions_only() -> None:
+    """Warm-up calls that outlast their spin (the first always may: nothing has been seen yet) are not late; a
+    timed one that does is."""
+    clock = CudaClock(FakeDriver())
+    calls = iter(range(100))
+    host_s = {0: 0.001, 1: 0.005, 4: 0.05}  # both warm-up calls outlast their spin, and the third timed one
+
+    def launcher() -> None:
+        time.sleep(host_s.get(next(calls), 0.0))
+
+    found = measure_interleaved({"k": launcher}, clock, TimingConfig(budget_s=0.0, min_reps=5, warmup=2))
+    assert found["k"].reps == 5 and found["k"].late == 1
 
 
 @dataclass

@@ -135,5 +135,21 @@ def test_the_report_of_a_run_has_the_section(tmp_path: Path) -> None:
     assert HEADING in text
     assert text.index("### Crossover") < text.index(HEADING) < text.index("### Charts")
     assert "In elementwise_chain, launch overhead dominates fusion's gain" in text
-    row = "| scale→shift→gelu | 2²⁰ | float32 | cupy/cuda | fused vs unfused | 0.05 | 0.02 | 0.02 | 0.012 | 0.03 |"
+    row = "| scale→shift→gelu | 2²⁰ | float32 | cupy/cuda | fused vs unfused | time_ms | 0.05 | 0.02 | 0.02 | 0.012 | 0.03 |"
     assert row + " 0.022 (73%) | 0.008 (27%) | 0.008 | 1× |" in text
+
+
+def test_the_paced_window_carries_the_launch_part() -> None:
+    """Rows timed as a GPU run now times them: time_ms behind a spin (GPU time, so time_ms - time_graph_ms is
+    near zero) and extra.time_paced_ms with the GPU waiting on the host. The split uses the paced window, so
+    the launch part is what the host's enqueues cost: (0.05 - 0.02) - (0.02 - 0.012) = 0.022, not the ~0 that
+    time_ms would give."""
+    frame = _frame(_row("unfused", 0.0205, 0.02, extra={"time_paced_ms": 0.05}),
+                   _row("fused", 0.0121, 0.012, extra={"time_paced_ms": 0.02}))  # fmt: skip
+    pair = launch_split.split(tidy(frame)).iloc[0]
+    assert pair["host"] == "paced"
+    assert pair["gain_ms"] == pytest.approx(0.03)
+    assert pair["launch_ms"] == pytest.approx(0.022)
+    assert pair["graph_ms"] == pytest.approx(0.008)
+    spun = launch_split.split(tidy(_frame(_row("unfused", 0.0205, 0.02), _row("fused", 0.0121, 0.012)))).iloc[0]
+    assert spun["host"] == "time_ms" and abs(spun["launch_ms"]) < 0.001

@@ -159,6 +159,10 @@ class Event:
     def record(self, stream: int) -> None:
         _check(_cu().cuEventRecord(self.handle, stream), "cuEventRecord")
 
+    def wait(self) -> None:
+        """Block the host until this event has completed (cuEventSynchronize)."""
+        _check(_cu().cuEventSynchronize(self.handle), "cuEventSynchronize")
+
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to `end`, once `end` has completed."""
         _check(_cu().cuEventSynchronize(end.handle), "cuEventSynchronize")

@@ -2,20 +2,24 @@
 
 Fusion saves two things at once: kernel launches (each one costs the host an enqueue, and a short kernel can
 wait on it) and the traffic of the intermediates it keeps on chip. With `timing.graphs=true` a CUDA row carries
-`time_ms` (each launch event-timed from Python, the host's launch overhead inside the window) and
-`time_graph_ms` (the variant's launcher, all its kernels, replayed from a CUDA graph: launch overhead mostly
-gone). For a fused/unfused pair of one case the gain then splits exactly:
+`time_graph_ms` (the variant's launcher, all its kernels, replayed from a CUDA graph behind a spin: its kernels
+alone) and `extra.time_paced_ms` (the launcher timed with the GPU waiting on the host: each kernel's enqueue
+inside the window wherever the GPU waited on it; suite.run.graph_timing). `time_ms` cannot stand in for the
+paced time: a spin ahead of its start event keeps the enqueue out, so its difference from the graph time is
+near zero by design. For a fused/unfused pair of one case the paced gain splits exactly:
 
-    gain = unfused time_ms - fused time_ms
+    gain = unfused paced ms - fused paced ms
          = launch part + with-graphs part
-    launch part      = (unfused time_ms - unfused time_graph_ms) - (fused time_ms - fused time_graph_ms)
+    launch part      = (unfused paced ms - unfused time_graph_ms) - (fused paced ms - fused time_graph_ms)
     with-graphs part = unfused time_graph_ms - fused time_graph_ms
+
+Rows from runs that did not time the paced window fall back to `time_ms`, and the table says which (`host`).
 
 The with-graphs part is set against what the ledger predicts it to be: the bytes fusion removes (unfused
 bytes_modeled - fused bytes_modeled, both under the device's store model) at the copy ceiling measured in the
-same run (`ceiling_gbps`). That column and not the row's `gbps`: `gbps` divides the bytes by `time_ms`, the very
-window that holds the launch overhead split off here, so it would charge launches to traffic; and a bandwidth
-worked out from the unfused graph time would predict a share of the number it is compared with. The copy ceiling
+same run (`ceiling_gbps`). That column and not the row's `gbps`: `gbps` divides the bytes by the variant's own
+time (a row from an older run may hold launch overhead in it), and a bandwidth worked out from the unfused graph
+time would predict a share of the number it is compared with. The copy ceiling
 is measured apart from both variants, so the prediction is the least time the removed bytes can take in device
 memory: well above it (ratio > 1), the unfused kernels moved their bytes below the ceiling or lost more than
 traffic; well below it, a cache served the intermediates. It is the same rate `fusion_efficiency` uses.
@@ -35,8 +39,8 @@ PAIRS = (("fused", "unfused"), ("compiled", "eager"))
 """(candidate, baseline): the variant that fuses against the one that runs the same decomposition unfused."""
 FOLD = 12
 """Tables longer than this fold into <details>."""
-HEAD = ["case", "size", "dtype", "backend/device", "comparison", "baseline ms", "baseline graph ms", "variant ms",
-        "variant graph ms", "gain ms", "launch overhead ms", "with graphs ms", "bytes predict ms",
+HEAD = ["case", "size", "dtype", "backend/device", "comparison", "host", "baseline ms", "baseline graph ms",
+        "variant ms", "variant graph ms", "gain ms", "launch overhead ms", "with graphs ms", "bytes predict ms",
         "with graphs / predicted"]  # fmt: skip
 
 
@@ -49,11 +53,15 @@ def split(rows: pd.DataFrame) -> pd.DataFrame:
     graph = _graph_medians(rows)
     pairs = pairs.merge(graph, on=[*CASE, "variant"], how="inner")
     base = graph.rename(columns={"variant": "baseline", "time_graph_ms": "time_graph_ms_base",
-                                 "ceiling_gbps": "ceiling_gbps_base"})  # fmt: skip
+                                 "ceiling_gbps": "ceiling_gbps_base", "paced_ms": "paced_ms_base"})  # fmt: skip
     out = pairs.merge(base, on=[*CASE, "baseline"], how="inner")
     out = out[out["time_graph_ms"].notna() & out["time_graph_ms_base"].notna()].copy()
-    out["gain_ms"] = out["time_ms_base"] - out["time_ms"]
-    out["launch_ms"] = (out["time_ms_base"] - out["time_graph_ms_base"]) - (out["time_ms"] - out["time_graph_ms"])
+    paced = out["paced_ms"].notna() & out["paced_ms_base"].notna()
+    out["host"] = np.where(paced, "paced", "time_ms")
+    out["host_ms"] = out["paced_ms"].where(paced, out["time_ms"])
+    out["host_ms_base"] = out["paced_ms_base"].where(paced, out["time_ms_base"])
+    out["gain_ms"] = out["host_ms_base"] - out["host_ms"]
+    out["launch_ms"] = (out["host_ms_base"] - out["time_graph_ms_base"]) - (out["host_ms"] - out["time_graph_ms"])
     out["graph_ms"] = out["time_graph_ms_base"] - out["time_graph_ms"]
     out["saved_bytes"] = out["bytes_modeled_base"] - out["bytes_modeled"]
     ceiling = out["ceiling_gbps"].fillna(out["ceiling_gbps_base"]).where(lambda c: c > 0)
@@ -63,12 +71,14 @@ def split(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _graph_medians(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median graph time and copy ceiling per (case, implementation, variant) over the timed rows with a graph
-    time; tidy keeps time_graph_ms as text, so it is made numeric here."""
+    """Median graph time, paced time (extra.time_paced_ms) and copy ceiling per (case, implementation, variant)
+    over the timed rows with a graph time; tidy keeps time_graph_ms as text, so it is made numeric here."""
     data = timed(rows).copy()
     data["time_graph_ms"] = _numeric(data, "time_graph_ms").where(lambda t: t > 0)
+    said = [json_dict(e).get("time_paced_ms") for e in data["extra"]] if "extra" in data else []
+    data["paced_ms"] = pd.to_numeric(pd.Series(said, index=data.index, dtype=object), errors="coerce")
     data = data[data["time_graph_ms"].notna()]
-    return data.groupby([*CASE, "variant"], as_index=False)[["time_graph_ms", "ceiling_gbps"]].median()
+    return data.groupby([*CASE, "variant"], as_index=False)[["time_graph_ms", "paced_ms", "ceiling_gbps"]].median()
 
 
 def _numeric(rows: pd.DataFrame, col: str) -> pd.Series:
@@ -84,8 +94,10 @@ def section(rows: pd.DataFrame) -> str | None:
     found = split(rows)
     parts = [
         "### Fusion's gain: launch overhead and traffic (CUDA graphs)",
-        "Each fusion pair timed both ways: launch by launch from the host (ms) and replayed from a CUDA graph "
-        "(graph ms, launch overhead mostly gone). The gain (baseline ms − variant ms) splits into the launch "
+        "Each fusion pair timed both ways: launch by launch with the GPU waiting on the host (ms, host `paced`; "
+        "`time_ms` where a run did not time that window, whose launch part is then near zero by design) and "
+        "replayed from a CUDA graph (graph ms, launch overhead mostly gone). The gain (baseline ms − variant ms) "
+        "splits into the launch "
         "overhead fusion saved (the difference of the two variants' ms − graph ms) and the part that remains "
         "with graphs (baseline graph ms − variant graph ms), which the ledger predicts as the removed bytes at "
         "the copy ceiling measured in the same run.",
@@ -150,8 +162,8 @@ def _not_captured(rows: pd.DataFrame) -> str:
 
 def _cells(r: Any) -> list[str]:
     """A row of `split` as table cells; each part's share of the gain where there was a gain."""
-    return [r.series, fmt_size(r.size), r.dtype, r.impl, f"{r.variant} vs {r.baseline}", _ms(r.time_ms_base),
-            _ms(r.time_graph_ms_base), _ms(r.time_ms), _ms(r.time_graph_ms), _ms(r.gain_ms),
+    return [r.series, fmt_size(r.size), r.dtype, r.impl, f"{r.variant} vs {r.baseline}", r.host, _ms(r.host_ms_base),
+            _ms(r.time_graph_ms_base), _ms(r.host_ms), _ms(r.time_graph_ms), _ms(r.gain_ms),
             _ms(r.launch_ms) + _share(r.launch_ms, r.gain_ms), _ms(r.graph_ms) + _share(r.graph_ms, r.gain_ms),
             _ms(r.predicted_ms), "" if r.realised != r.realised else f"{r.realised:.2g}×"]  # fmt: skip
 

@@ -78,7 +78,6 @@ def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
         if not group:
             continue
         clock = CpuClock(job.timing.cold_cache) if device == "cpu" else (cuda_clock or CudaClock())
-        late = getattr(clock, "late", 0)
         canary = (canaries or {}).get(device)
         fixed: dict[Any, Any] = {CEILING: canary.copy.launch} if canary is not None else {}
         failed: dict[KernelKey, str] = {}
@@ -89,8 +88,8 @@ def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
         if canary is not None and canary.is_ceiling and beside is not None:
             readings[device] = beside
         cold = job.timing.cold_cache if device == "cpu" else True  # CUDA always flushes L2
-        notes = {"late_launches": clock.late - late} if getattr(clock, "late", 0) > late else {}
         for k in group:
+            notes = {"late_launches": results[k].late} if results[k].late else {}  # timed repetitions only
             mine = {**notes, "buffer_set_failed": failed[k]} if k in failed else notes
             excluded = watch.throttled_mask(results[k].stamps) if watch is not None else None
             if excluded and all(excluded):

@@ -8,13 +8,15 @@ frozen for the whole run, and blocks are added until every variant's interval is
 asks or the budget `timing.max_budget_s` is spent (the way nvbench stops on its noise criterion); see
 `suite.core.resample` for the interval. On the CPU the clock is the monotonic high-resolution counter; optional cold caches flush a
 buffer larger than the last-level cache before every repetition. On CUDA, events are recorded on the one stream
-every backend launches on, L2 is flushed (by reading) before every repetition, and a spin kernel ahead of the
-start event keeps the host's launch overhead out of the window (`CudaClock`).
+every backend launches on, L2 is flushed (by reading) before every repetition, and a spin kernel ahead of every
+start event keeps the host's launch overhead out of the window (`CudaClock.time`); `CudaClock.time_paced` times
+the same launcher with the GPU waiting on the host, so the launch overhead can be measured apart (graph timing).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,8 @@ class Timing:
     """The block (buffer set) of each repetition; empty where all came from one."""
     stamps: list[tuple[int, int]] = field(default_factory=list)
     """Host perf_counter_ns at the start and end of each repetition's timing call, for samplers that run beside."""
+    late: int = 0
+    """Timed repetitions (warm-up left out) whose host enqueue outlasted the spin ahead of them (`CudaClock`)."""
 
     def add(self, ms: float, block: int, start_ns: int, end_ns: int) -> None:
         self.times_ms.append(ms)
@@ -77,6 +81,9 @@ def last_level_cache_bytes() -> int:
 
 
 class CpuClock:
+    last_late = False
+    """Never: the CPU clock's window holds the host's call by design."""
+
     def __init__(self, cold_cache: bool = False) -> None:
         self.flush_buffer = np.zeros(2 * last_level_cache_bytes() // 8) if cold_cache else None
 
@@ -98,23 +105,38 @@ class CudaClock:
 
     The spin keeps the GPU busy while the host enqueues the launcher's kernels, so the start event fires only
     once they are all queued and the window holds GPU time alone (not Python's dispatch between the kernels of
-    an unfused chain). It lasts LEAD × the longest enqueue seen so far (between MIN_SPIN_NS and MAX_SPIN_NS);
-    the first (warm-up) calls measure it. `late` counts the launches whose enqueue outlasted their spin: their
-    window may hold host time."""
+    an unfused chain). It lasts LEAD × the QUANTILE of the last WINDOW enqueues (between MIN_SPIN_NS and
+    MAX_SPIN_NS): a quantile of recent ones, not the longest ever seen, so one garbage-collector pause does
+    not fix every later spin at its length. `last_late` says whether the launch just timed outlasted its spin
+    (its window may hold host time); `suite.run.timing` counts it for timed repetitions only.
+
+    `time_paced` is the other window: the host waits until the start event has fired (the GPU idle behind
+    it) before it enqueues, so the window holds the host's enqueue of every kernel the GPU waited on: what a
+    caller launching from Python sees. Against a CUDA graph's replay it measures the launch overhead."""
 
     LEAD = 2.0
     MIN_SPIN_NS = 20_000
     MAX_SPIN_NS = 20_000_000
+    WINDOW = 32
+    QUANTILE = 0.9
 
-    def __init__(self, driver: Any = None) -> None:
+    def __init__(self, driver: Any = None, now: Callable[[], int] = time.perf_counter_ns) -> None:
         if driver is None:
             from suite.gpu import driver
-        self.driver = driver
+        self.driver, self.now = driver, now
         self.stream = driver.shared_stream()
         self.flush = driver.L2Flush()
         self.start, self.end = driver.Event(), driver.Event()
-        self.enqueue_ns = 0
-        self.late = 0
+        self.recent: deque[int] = deque(maxlen=self.WINDOW)
+        self.last_late = False
+
+    @property
+    def enqueue_ns(self) -> int:
+        """The QUANTILE of the last WINDOW enqueues (0 before any)."""
+        if not self.recent:
+            return 0
+        ordered = sorted(self.recent)
+        return ordered[int(self.QUANTILE * (len(ordered) - 1))]
 
     def spin_ns(self) -> int:
         return int(min(max(self.LEAD * self.enqueue_ns, self.MIN_SPIN_NS), self.MAX_SPIN_NS))
@@ -124,12 +146,25 @@ class CudaClock:
         spin = self.spin_ns()
         self.driver.spin(self.stream, spin)
         self.start.record(self.stream)
-        queued = time.perf_counter_ns()
+        queued = self.now()
         launch()
-        queued = time.perf_counter_ns() - queued
+        queued = self.now() - queued
         self.end.record(self.stream)
-        self.late += queued > spin
-        self.enqueue_ns = max(self.enqueue_ns, queued)
+        self.last_late = queued > spin
+        self.recent.append(queued)
+        return self.start.elapsed_ms(self.end)
+
+    def time_paced(self, launch: Launcher) -> float:
+        """The window with the GPU waiting on the host: flush, the shortest spin, the start event, the host
+        waits for it, then enqueues. Holds the host's enqueue wherever the kernels are shorter than it, plus
+        the latency of noticing the event (alike for every launcher)."""
+        self.flush(self.stream)
+        self.driver.spin(self.stream, self.MIN_SPIN_NS)
+        self.start.record(self.stream)
+        self.start.wait()
+        launch()
+        self.end.record(self.stream)
+        self.last_late = False
         return self.start.elapsed_ms(self.end)
 
 
@@ -159,6 +194,7 @@ def _block(launchers: dict[Hashable, Launcher], results: dict[Hashable, Timing],
             begin = time.perf_counter_ns()
             ms = clock.time(launchers[k])
             results[k].add(ms, block, begin, time.perf_counter_ns())
+            results[k].late += bool(getattr(clock, "last_late", False))
         keys = keys[1:] + keys[:1]
         if rounds >= min_reps and time.monotonic() - started >= budget:
             break
