@@ -44,7 +44,10 @@ def _torch_on_shared_stream():
 
 
 def test_the_event_timer_agrees_with_triton_do_bench_on_a_large_copy() -> None:
+    """Both flush alike: do_bench zeroes a 256 MB buffer before each repetition (dirty lines the copy's window
+    then writes back), so here our clock flushes with the very same buffer instead of its clean read flush."""
     import numpy as np
+    import triton
     import triton.testing
 
     from suite.run.timing import CudaClock
@@ -53,13 +56,18 @@ def test_the_event_timer_agrees_with_triton_do_bench_on_a_large_copy() -> None:
     with torch.cuda.stream(stream):
         src = torch.rand(1 << 26, device="cuda")
         dst = torch.empty_like(src)
+        cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
         clock = CudaClock()
+        clock.flush = lambda _stream: cache.zero_()  # do_bench's own flush, on the shared stream
         ours = float(np.median([clock.time(lambda: dst.copy_(src)) for _ in range(50)]))
         theirs = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
     assert abs(ours / theirs - 1) < 0.10, (ours, theirs)
 
 
 def test_the_flush_leaves_l2_cold_and_clean() -> None:
+    """Every window has the spin ahead of its start event, as the timer's own do: without it the warm window
+    would hold the host's dispatch of torch.sum (5–15 µs) while the cold one, queued behind a long read, would
+    not."""
     import numpy as np
 
     from suite.gpu import driver
@@ -80,6 +88,7 @@ def test_the_flush_leaves_l2_cold_and_clean() -> None:
 
         def window(before) -> float:
             before()
+            driver.spin(clock.stream, 200_000)  # 200 µs: far longer than the host's dispatch of one torch.sum
             start.record(clock.stream)
             read()
             end.record(clock.stream)
@@ -90,6 +99,30 @@ def test_the_flush_leaves_l2_cold_and_clean() -> None:
         flushed = np.median([window(lambda: clock.flush(clock.stream)) for _ in range(30)])
     assert flushed >= 0.9 * cold, (flushed, cold, warm)  # the flush evicts as well as a cold read
     assert cold > warm, (cold, warm)  # the measurement can tell L2 from DRAM at all
+
+
+SWEEP_CONFIGURATIONS = {
+    "normalization tile 4096 (16-warp Triton) at 8192 columns": [
+        "scenario=softmax", "scenario.rows=[64]", "scenario.cols=[8192,4097]", "scenario.tile=4096"],
+    "layernorm tile 4096 at 8192 columns": [
+        "scenario=layernorm", "scenario.rows=[64]", "scenario.cols=[8192]", "scenario.tile=4096"],
+    "attention head_dim 128": [
+        "scenario=attention", "scenario.batch=[1]", "scenario.heads=[2]", "scenario.seq_len=[193]",
+        "scenario.head_dim=[128]", "scenario.causal=[false,true]"],
+}  # fmt: skip
+"""Configurations the GPU check's sweep runs that the awkward shapes above do not: each here on small rows, in
+every CUDA backend, so a failure is a test that says so rather than a row in the sweep."""
+
+
+@pytest.mark.parametrize("name", sorted(SWEEP_CONFIGURATIONS))
+def test_the_sweeps_configurations_are_right_in_every_cuda_backend(name: str, tmp_path) -> None:
+    cfg = make_config(*SWEEP_CONFIGURATIONS[name], "preset=S", "timing=quick", "device=cuda",
+                      "dtype=[float32,float16]", "isolate=false")  # fmt: skip
+    rows = run(cfg, tmp_path, show_progress=False)
+    cuda = rows[rows["device"] == "cuda"]
+    assert {"triton", "cupy", "numba"} <= set(cuda["backend"]), sorted(set(cuda["backend"]))
+    bad = cuda[~cuda["status"].isin(["ok", "unsupported"])]
+    assert bad.empty, bad[["backend", "variant", "dtype", "params", "status", "reason"]].to_string()
 
 
 def test_graph_timing_captures_real_launchers(tmp_path) -> None:
