@@ -1,0 +1,117 @@
+"""`python -m suite gpu-check [--out DIR] [--quick] [--dry-run]`: the check of a CUDA machine, in the environment
+at hand (no virtual environment of its own, nothing installed).
+
+Before any work it prints the stack it found (`stack`), what will be skipped and why, its plan and an estimate
+(`plan`). Then two separate steps: the gpu tests, each with a time limit (`tests_step`: a failure is reported
+and the check goes on), and the sweep of every family in one worker (`sweep_step`); then the report, one
+folder that travels (`bundle`) and a one-screen summary. `--dry-run` stops after the plan, on any machine.
+Exit status: 0 when every test passed and every row is ok or skipped for a reason, 1 otherwise, 2 for bad
+input or where no CUDA device answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import NoReturn
+
+from suite.gpu_check import bundle, plan, stack
+
+PROG = "python -m suite gpu-check"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """Bad input is one line naming the valid choices, exit status 2."""
+        print(f"fusebench: error: gpu-check: {message} (valid: --out DIR, --quick, --dry-run)", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="the bundle's folder (default results/gpu_check_<time>)")
+    parser.add_argument("--quick", action="store_true", help="each family's largest case, the device tests only")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the stack, the plan and the estimate; run nothing"
+    )
+    return parser.parse_args(argv)
+
+
+def say(lines: list[str], log: object = None) -> None:
+    for line in lines:
+        print(line, flush=True)
+        if log is not None:
+            log.write(line + "\n")  # type: ignore[attr-defined]
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    out = args.out or plan.ROOT / "results" / f"gpu_check_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    if out.exists() and any(out.iterdir()) and not args.dry_run:
+        print(f"fusebench: error: gpu-check: --out {out} is not empty (name a new folder)", file=sys.stderr)
+        return 2
+    found = stack.probe_child()
+    say(stack.lines(found))
+    the_plan = plan.make(args.quick)
+    say(the_plan.lines())
+    if args.dry_run:
+        say(dry_run_lines(the_plan, found, out))
+        return 0
+    if "name" not in found.gpu:
+        print(
+            f"fusebench: error: gpu-check needs a CUDA device: {found.gpu.get('error', 'none found')}", file=sys.stderr
+        )
+        return 2
+    return run(the_plan, found, out)
+
+
+def dry_run_lines(the_plan: plan.Plan, found: stack.Stack, out: Path) -> list[str]:
+    """What a GPU would run: the test command, each family's overrides, and where the bundle would go."""
+    gpu = "" if "name" in found.gpu else " (no CUDA device answers here: nothing would run on this machine)"
+    lines = [f"dry run   a GPU would run{gpu}:",
+             f"  1. pytest -p suite.gpu_check.pytest_limits {' '.join(the_plan.test_args)}  "
+             f"(each test limited to {plan.TEST_TIMEOUT_S:.0f} s)",
+             "  2. one worker, these cases:"]  # fmt: skip
+    lines += [f"     {' '.join(job)}" for job in the_plan.jobs]
+    lines.append(f"  3. report, charts and the bundle into {out}")
+    return lines
+
+
+def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
+    """The tests, the sweep, the report and the bundle; the exit status."""
+    from suite.gpu_check import sweep_step, tests_step
+    from suite.sweep import finalize
+
+    work = out.parent / f".{out.name}.work"
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "inductor"))  # one Inductor cache for the check
+    os.environ.setdefault("FUSEBENCH_CACHE_DIR", str(work / "resources"))
+    log_path = work / "check.log"
+    check: dict[str, object] = {"stack": asdict(found), "plan": the_plan.lines(), "steps": {}}
+    with log_path.open("w", encoding="utf-8") as log:
+        log.write("\n".join(stack.lines(found) + the_plan.lines()) + "\n")
+        started = time.monotonic()
+        tests = tests_step.run_tests(the_plan.test_args, work / "tests.jsonl", log)
+        say(tests.lines(), log)
+        check["tests"] = tests.outcomes
+        check["steps"]["tests"] = round(tests.seconds, 1)  # type: ignore[index]
+        step = time.monotonic()
+        rows = sweep_step.run_sweep(the_plan.jobs, work / "run", log)
+        check["steps"]["sweep"] = round(time.monotonic() - step, 1)  # type: ignore[index]
+        step = time.monotonic()
+        finalize(rows, work / "run")
+        check["steps"]["report"] = round(time.monotonic() - step, 1)  # type: ignore[index]
+        lines = bundle.summary(rows)
+        lines += [f"time      {name} {seconds:.0f} s (estimated {s.seconds:.0f} s)"
+                  for s in the_plan.steps for name, seconds in check["steps"].items() if name == s.name]  # type: ignore[union-attr]  # fmt: skip
+        lines.append(f"total     {time.monotonic() - started:.0f} s; bundle {out}; the full run {work / 'run'}")
+        say(lines, log)
+    bundle.write(work / "run", out, check, log_path)
+    failed = tests.count("failed") + tests.count("timeout") + bool(tests.note)
+    bad = rows["status"].isin(["error", "mismatch"]).sum() if len(rows) else 0
+    return 0 if not failed and not bad else 1

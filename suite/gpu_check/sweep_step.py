@@ -1,0 +1,56 @@
+"""The check's sweep: every family's cases in one worker process, into one table.
+
+One worker for the whole sweep, where a Hydra multirun starts one per job: the ceiling is measured once per
+device, Numba's and Triton's JIT caches and torch.compile's compiled graphs stay warm from family to family,
+and the kernels a case compiled are not compiled again by another process (the worker restarts only after a
+crash, and is handed the ceilings). Inductor's on-disk cache is one folder for the check
+(TORCHINDUCTOR_CACHE_DIR), so even a restarted worker reuses it. Each case's rows are appended as they come;
+a case that fails is rows with status and reason, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TextIO
+
+import pandas as pd
+
+from suite.cli import compose_jobs
+from suite.core import store
+from suite.run import assemble, runner, validate
+from suite.run.results import Table, read
+from suite.run.worker import Settings, Worker, WorkerLost
+
+
+def run_sweep(jobs: list[list[str]], outdir: Path, log: TextIO) -> pd.DataFrame:
+    """Every job's cases in one worker; the table of all their rows (results.csv, reps and parquet in outdir)."""
+    configs = [cfg for overrides in jobs for cfg in compose_jobs(overrides)]
+    plans = [validate.plan(cfg) for cfg in configs]
+    devices = sorted({t for p in plans for t in p.targets})
+    table = Table(outdir, fresh=True, run_id=outdir.name)
+    worker = Worker(Settings(emulate=False, devices=devices))
+    try:
+        (outdir / "ceilings.json").write_text(
+            json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
+        )
+        store.write_environment(outdir, worker.info["environment"])
+        for cfg, plan in zip(configs, plans, strict=True):
+            for job in runner.jobs(cfg, plan, outdir, set(), outdir.name):
+                started = time.monotonic()
+                try:
+                    rows = worker.run(job, float(cfg.timing.case_timeout_s))
+                except WorkerLost as exc:  # lost while timing: the case cannot be attributed to one kernel
+                    rows = assemble.lost(job, str(exc))
+                for row in rows:
+                    table.append(row)
+                bad = sum(r.status in ("error", "mismatch") for r in rows)
+                log.write(f"{job.scenario} {json.dumps(job.params)} {job.dtype}: {len(rows)} rows, {bad} failed, "
+                          f"{time.monotonic() - started:.1f} s\n")  # fmt: skip
+                log.flush()
+    finally:
+        worker.close()
+        table.close()
+        store.write_parquet(outdir)
+    return read(table.path)
