@@ -1,5 +1,5 @@
 """nox sessions: `bench` (Hydra overrides after --), `tests`, `lint`, `benchmark` (pytest-benchmark options after --),
-`gpu` (the check of a CUDA machine: gpu tests, then a short sweep of every family).
+`gpu` (the check of a CUDA machine: `python -m suite gpu-check`, run in the environment at hand).
 
 `bench` installs the CUDA extra where a GPU driver answers and the CPU extra elsewhere, so the same command
 times every backend on a CUDA machine and, without one, times Numba's CPU target and checks the CUDA kernels in
@@ -9,7 +9,6 @@ emulation. `tests` always uses the CPU stack: the tests need no GPU.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import nox
 
@@ -49,24 +48,14 @@ def benchmark(session: nox.Session) -> None:
     session.run("pytest", "tests/benchmarks/bench_registry.py", "-p", "no:randomly", *session.posargs)
 
 
-GPU_SWEEP = ["-m", "experiment=gpu_elementwise,gpu_layernorm,gpu_rmsnorm,gpu_softmax,gpu_attention,gpu_matmul"]
-"""What `nox -s gpu` times after its tests: every family, GPU backend and variant at sizes that show the effect."""
-
-
-@nox.session(venv_params=["--system-site-packages"])
+@nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """The GPU check, on a CUDA machine: the `gpu` tests (every CUDA kernel's numerics on the device, the timer
-    against triton.testing.do_bench, the L2 flush, graph capture), then a short sweep of every family (GPU_SWEEP)
-    into results/, its report, charts and a one-screen summary. The venv sees the machine's own packages (a GPU
-    image's torch and CUDA libraries); FUSEBENCH_WHEELS=<folder> installs the rest from a wheel folder with no
-    package index (README: Checking a GPU). Arguments after -- replace the sweep's overrides."""
-    if not _has_gpu():
-        session.error("no CUDA device answers here (libcuda's cuInit and cuDeviceGetCount): nox -s gpu needs one")
-    wheels = os.environ.get("FUSEBENCH_WHEELS")
-    offline = ["--no-index", "--find-links", wheels] if wheels else []
-    session.install(*offline, "-e", ".[cuda,test]")
-    session.run("pytest", "-m", "gpu", "-p", "no:randomly", "-rs", "tests", env={"FUSEBENCH_GPU_TESTS": "1"})
-    session.run("python", "-m", "suite", *(session.posargs or GPU_SWEEP))
+    """The GPU check, on a CUDA machine: `python -m suite gpu-check` (suite.gpu_check) in the environment nox
+    itself runs in, which must already hold the CUDA stack; no virtual environment, nothing installed (a venv
+    made from a Python that is itself a venv would not see that venv's torch and CUDA libraries). Where the
+    suite's own dependencies are missing, install its wheel folder with --target and put it on PYTHONPATH
+    (README: Checking a GPU). Arguments after -- go to the check: `nox -s gpu -- --quick`."""
+    session.run("python", "-m", "suite", "gpu-check", *session.posargs, external=True)
 
 
 @nox.session
