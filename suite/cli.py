@@ -32,6 +32,21 @@ TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_atte
 effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 10 minutes on 2 CPU
 cores with the install, each case timed in two worker processes."""
 
+MODEL_TOUR = "experiment=" + ",".join(
+    f"model_{family}" for family in ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul")
+)
+"""What `model=<name>` runs when no scenario or experiment is named: every family at the model's shapes
+(conf/experiment/model_*.yaml), one job each, into one table and one report; `-m model=a,b` sweeps models too."""
+
+
+def with_model_tour(args: list[str]) -> list[str]:
+    """`args` with the model tour added where a model is named without a scenario or an experiment."""
+    named = lambda key: any(a.lstrip("+~").startswith(f"{key}=") for a in args)
+    if not named("model") or named("scenario") or named("experiment"):
+        return args
+    return [*([] if any(a in MULTIRUN_FLAGS for a in args) else ["-m"]), *args, MODEL_TOUR]
+
+
 LAUNCHERS = {
     "pool": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", "pool"),
     "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", "slurm"),
@@ -219,7 +234,7 @@ def _merge_sweep(sweep: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = open_options(sys.argv[1:] if argv is None else argv) or list(TOUR)
+    args = with_model_tour(open_options(sys.argv[1:] if argv is None else argv)) or list(TOUR)
     if args[:1] == ["list"]:
         list_kernels()
         return

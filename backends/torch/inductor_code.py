@@ -48,6 +48,7 @@ class Generated:
             "extern": list(self.extern),
             "full_size_intermediates": len(full),
             "largest_intermediate": list(largest) if largest is not None else [],
+            "buffer_elements": sum(math.prod(shape) for shape in self.buffers),
         }
 
 

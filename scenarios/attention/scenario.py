@@ -34,7 +34,7 @@ import numpy as np
 
 from scenarios.attention.config import AttentionConfig
 from suite.core.errors import ConfigError
-from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
 
@@ -188,23 +188,21 @@ class Attention(Scenario):
         fused = (KernelTraffic("flash", qkvo + 2 * streamed, qkvo, 2 * flops),)
         library = (KernelTraffic("sdpa", 3 * qkvo, qkvo, 2 * flops),)
         removed = (Intermediate("S", e, s), Intermediate("P", e, s))
+        io, square = 4 * qkvo, n * seq_len * seq_len * s
+        # Memory: q, k, v and O throughout; S and P are full L×L (a causal mask skips work, not storage), both
+        # alive while the softmax reads S and writes P (eager's masked copy of S, likewise, beside S). The
+        # library's workspace is not known; like the fused kernel it keeps no L×L tensor (flash or
+        # memory-efficient attention), so it is counted as fused. The compiler's is counted as unfused until the
+        # row reads what its generated code allocates (`suite.run.memory`): the guard must not let it run out.
+        steps = [((), ("S",)), ("S", "P"), ("P", ())]
+        apart = live_peak(io, [(tuple(r), tuple(w)) for r, w in steps], {"S": square, "P": square})
         return {
-            "unfused": VariantLedger("unfused", unfused),
-            "fused": VariantLedger("fused", fused, removed),
-            "library": VariantLedger("library", library, removed),
-            "eager": VariantLedger("eager", eager_kernels(n, seq_len, d, s, causal)),
-            "compiled": VariantLedger("compiled", (replace(library[0], name="compiled"),), removed),
+            "unfused": VariantLedger("unfused", unfused, peak_bytes=apart),
+            "fused": VariantLedger("fused", fused, removed, io),
+            "library": VariantLedger("library", library, removed, io),
+            "eager": VariantLedger("eager", eager_kernels(n, seq_len, d, s, causal), peak_bytes=apart),
+            "compiled": VariantLedger("compiled", (replace(library[0], name="compiled"),), removed, apart),
         }
-
-    def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:
-        """Device memory a variant holds while it runs: q, k, v and O, plus the full L×L S and P when unfused.
-
-        The library's workspace is not known; like the fused kernel it keeps no L×L tensor (flash or
-        memory-efficient attention), so it is counted as fused.
-        """
-        n, seq_len, d, s = params["batch"] * params["heads"], params["seq_len"], params["head_dim"], itemsize(dtype)
-        io = 4 * n * seq_len * d * s
-        return io + 2 * n * seq_len * seq_len * s if variant in ("unfused", "eager", "compiled") else io
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused decomposition done by NumPy in float32 with S, P and O stored in

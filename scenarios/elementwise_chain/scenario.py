@@ -25,7 +25,7 @@ import numpy as np
 from scenarios.elementwise_chain.config import ElementwiseChainConfig
 from scenarios.elementwise_chain.ops import ALL8, CHEAP4, FLOPS, OPS
 from suite.core.errors import ConfigError
-from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
 
@@ -97,11 +97,15 @@ class ElementwiseChain(Scenario):
         unfused = tuple(KernelTraffic(op, n * s, n * s, FLOPS[op] * n) for op in ops)
         fused = (KernelTraffic("+".join(ops), n * s, n * s, sum(FLOPS[op] for op in ops) * n),)
         removed = tuple(Intermediate(f"after {op}", n, s) for op in ops[:-1])
+        # Memory: x and y throughout; unfused, step i reads t(i-1) and writes t(i), so two intermediates coexist.
+        names = ["x", *(f"t{i}" for i in range(1, len(ops))), "y"]
+        steps = [((names[i],), (names[i + 1],)) for i in range(len(ops))]
+        apart = live_peak(2 * n * s, steps, {name: n * s for name in names[1:-1]})
         return {
-            "unfused": VariantLedger("unfused", unfused),
-            "fused": VariantLedger("fused", fused, removed),
-            "eager": VariantLedger("eager", unfused),
-            "compiled": VariantLedger("compiled", fused, removed),
+            "unfused": VariantLedger("unfused", unfused, peak_bytes=apart),
+            "fused": VariantLedger("fused", fused, removed, 2 * n * s),
+            "eager": VariantLedger("eager", unfused, peak_bytes=apart),
+            "compiled": VariantLedger("compiled", fused, removed, 2 * n * s),
         }
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:

@@ -38,7 +38,7 @@ import numpy as np
 from scenarios.elementwise_chain import FLOPS, OPS
 from scenarios.matmul.config import VARIANTS_BY_EPILOGUE, MatmulConfig
 from suite.core.errors import ConfigError
-from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import FLOOR, rel_err
 from suite.core.scenario import Params, Scenario, register
 
@@ -153,10 +153,11 @@ class Matmul(Scenario):
         unblocked = KernelTraffic("unblocked matmul", 2 * m * n * k * s, mn * s, mnk2)
         tiled = KernelTraffic(f"tiled matmul {bm}×{bn}", tiled_reads(m, n, k, bm, bn) * s, mn * s, mnk2)
         library = KernelTraffic("library matmul", (m * k + k * n) * s, mn * s, mnk2)
+        held = (m * k + k * n + (n if params["epilogue"] == "bias_gelu" else 0) + mn) * s  # A, B, bias and C
         if params["epilogue"] == "none":
             kernels = {"unblocked": (unblocked,), "tiled": (tiled,), "library": (library,), "compiled": (library,)}
-            out = {v: VariantLedger(v, kernels[v]) for v in kernels}
-            return out | {v: VariantLedger(v, (tiled,)) for v in ("unfused", "fused", "eager")}
+            out = {v: VariantLedger(v, kernels[v], peak_bytes=held) for v in kernels}
+            return out | {v: VariantLedger(v, (tiled,), peak_bytes=held) for v in ("unfused", "fused", "eager")}
         epi_flops = EPILOGUE_FLOPS * mn
         epilogue = KernelTraffic("bias+gelu", (mn + n) * s, mn * s, epi_flops)
         fused = KernelTraffic(f"tiled matmul {bm}×{bn} + bias+gelu", tiled.bytes_read + n * s, mn * s, mnk2 + epi_flops)
@@ -164,22 +165,19 @@ class Matmul(Scenario):
         bias_add = KernelTraffic("bias add", (mn + n) * s, mn * s, mn)
         gelu_only = KernelTraffic("gelu", mn * s, mn * s, FLOPS["gelu"] * mn)
         compiled = KernelTraffic("library matmul + bias+gelu", (m * k + k * n + n) * s, mn * s, mnk2 + epi_flops)
+        # Memory: A, B, bias and C throughout, plus the stored A·B while the separate epilogue reads it; eager's
+        # bias add writes a second M×N tensor beside it, which gelu then reads into C.
+        apart = live_peak(held, [((), ("ab",)), (("ab",), ())], {"ab": mn * s})
+        eager = live_peak(held, [((), ("ab",)), (("ab",), ("h",)), (("h",), ())], {"ab": mn * s, "h": mn * s})
         return {
-            "unblocked": VariantLedger("unblocked", (unblocked, epilogue)),
-            "tiled": VariantLedger("tiled", (tiled, epilogue)),
-            "unfused": VariantLedger("unfused", (tiled, epilogue)),
-            "fused": VariantLedger("fused", (fused,), removed),
-            "library": VariantLedger("library", (library, epilogue)),
-            "eager": VariantLedger("eager", (library, bias_add, gelu_only)),
-            "compiled": VariantLedger("compiled", (compiled,), removed),
+            "unblocked": VariantLedger("unblocked", (unblocked, epilogue), peak_bytes=apart),
+            "tiled": VariantLedger("tiled", (tiled, epilogue), peak_bytes=apart),
+            "unfused": VariantLedger("unfused", (tiled, epilogue), peak_bytes=apart),
+            "fused": VariantLedger("fused", (fused,), removed, held),
+            "library": VariantLedger("library", (library, epilogue), peak_bytes=apart),
+            "eager": VariantLedger("eager", (library, bias_add, gelu_only), peak_bytes=eager),
+            "compiled": VariantLedger("compiled", (compiled,), removed, held),
         }
-
-    def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int:
-        """Memory a variant holds while it runs: A, B, bias and C, plus the stored A·B when the epilogue is a
-        separate kernel (every variant but `fused`)."""
-        m, n, k = params["m"], params["n"], params["k"]
-        separate = params["epilogue"] == "bias_gelu" and variant != "fused"
-        return (m * k + k * n + n + m * n * (2 if separate else 1)) * np.dtype(dtype).itemsize
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """The larger of a float32-accumulation bound and four times NumPy's own error in `dtype` storage.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
+from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.scenario import Params
 
 STAT_BYTES = 4
@@ -118,12 +118,15 @@ def normalization_ledger(op: str, inputs: tuple[str, ...], params: Params, dtype
     )
     fused = FusedTraffic(f"{op} (fused)", minimal + reread, n * s, flops, reread)
     library = FusedTraffic(f"{op} (library)", minimal, n * s, flops)
+    held = minimal + n * s  # the inputs and y, alive throughout; the steps' other tensors live between kernels
+    between = {st.writes: size(st.writes) for st in steps if st.writes != "y"}
+    apart = live_peak(held, [(st.reads, (st.writes,)) for st in steps], between)
     return {
-        "unfused": VariantLedger("unfused", unfused),
-        "fused": VariantLedger("fused", (fused,), removed),
-        "library": VariantLedger("library", (library,), removed),
-        "eager": VariantLedger("eager", unfused),
-        "compiled": VariantLedger("compiled", (replace(library, name=f"{op} (compiled)"),), removed),
+        "unfused": VariantLedger("unfused", unfused, peak_bytes=apart),
+        "fused": VariantLedger("fused", (fused,), removed, held),
+        "library": VariantLedger("library", (library,), removed, held),
+        "eager": VariantLedger("eager", unfused, peak_bytes=apart),
+        "compiled": VariantLedger("compiled", (replace(library, name=f"{op} (compiled)"),), removed, held),
     }
 
 

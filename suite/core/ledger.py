@@ -11,6 +11,7 @@ written bytes twice. The model in force is recorded with every row and named in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 WRITE_ONCE, WRITE_ALLOCATE = "write-once", "write-allocate"
@@ -47,6 +48,10 @@ class VariantLedger:
     kernels: tuple[KernelTraffic, ...]
     removed: tuple[Intermediate, ...] = field(default=())
     """Intermediates this variant no longer materialises, relative to the unfused decomposition."""
+    peak_bytes: int | None = None
+    """The most memory the variant holds at once while it runs (`live_peak`): its inputs and outputs the whole
+    time, each intermediate from the kernel that writes it to the last kernel that reads it; None where the
+    family has no model. Fusion's second payoff: an intermediate kept on chip never takes memory at all."""
 
     @property
     def bytes_read(self) -> int:
@@ -79,3 +84,27 @@ def stream_bytes(elements: int, itemsize: int, store_model: str) -> int:
     return VariantLedger("copy", (KernelTraffic("copy", elements * itemsize, elements * itemsize, 0),)).bytes_moved(
         store_model
     )
+
+
+Access = tuple[Sequence[str], Sequence[str]]
+"""One kernel's (reads, writes), by tensor name."""
+
+
+def live_peak(held: int, kernels: Iterable[Access], sizes: Mapping[str, int]) -> int:
+    """Bytes alive at once at the worst kernel: `held` (the inputs and outputs, alive throughout) plus every
+    intermediate (a name in `sizes`) alive while that kernel runs. An intermediate lives from the first kernel
+    that writes it to the last that reads it, both included; names not in `sizes` are part of `held`."""
+    steps = [(tuple(reads), tuple(writes)) for reads, writes in kernels]
+    first = {}
+    last = {}
+    for i, (reads, writes) in enumerate(steps):
+        for name in writes:
+            if name in sizes:
+                first.setdefault(name, i)
+                last[name] = max(last.get(name, i), i)
+        for name in reads:
+            if name in sizes:
+                first.setdefault(name, i)
+                last[name] = i
+    alive = [sum(sizes[t] for t in first if first[t] <= i <= last[t]) for i in range(len(steps))]
+    return held + max(alive, default=0)

@@ -56,6 +56,23 @@ class Row:
     launches: int | None = None
     intermediates_removed: int | None = None
     bytes_saved: int | None = None
+    peak_bytes_modeled: int | None = None
+    """The most memory the variant holds at once, from the ledger's live buffers (inputs and outputs throughout,
+    each intermediate between the kernels that write and last read it); for `compiled`, the buffers the
+    generated code allocates where it could be read (extra.compiler.buffer_elements)."""
+    peak_bytes: int | None = None
+    """Measured around one untimed call on a fresh set of buffers (suite.run.memory): the growth of the process's
+    resident set on the CPU, of the device's memory in use on CUDA; inputs, output and every buffer the
+    implementation holds count. Empty where not measured (extra.peak says why)."""
+    memory_ratio: float | None = None
+    """The baseline's peak bytes over this row's (above 1: this variant needs less memory); measured where both
+    were, else modeled (extra.memory_basis)."""
+    memory_saved_mib: float | None = None
+    """The baseline's peak minus this row's, in MiB."""
+    memory_verdict: str = ""
+    """pays, neutral or loses: the saving must exceed both MEMORY_BAND of the baseline and MEMORY_FLOOR_MIB."""
+    rival_memory_ratio: float | None = None
+    """The rival's peak bytes over this row's, on the same basis."""
     bytes_measured: int | None = None
     """CUDA, with `profile=ncu`: DRAM bytes read and written by all the variant's kernels, from Nsight Compute."""
     ledger_residual: float | None = None
@@ -104,6 +121,10 @@ class Row:
     checked_params: str = ""
     """Params of the numerics check when it ran on a smaller slice than the case (emulation), else empty."""
     seed: int | None = None
+    model: str = ""
+    """The model whose published shapes set the case's axes (`model=llama3_8b`), empty for synthetic sizes."""
+    layer: str = ""
+    """Which of the model's layers the case stands for ('MLP up projection, bias+gelu epilogue')."""
     device_name: str = ""
     throttled: str = ""
     """CUDA: the clock-throttle reasons NVML reported while the row was timed (empty: none, or no NVML)."""

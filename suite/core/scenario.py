@@ -115,9 +115,14 @@ class Scenario:
         return params
 
     def footprint_bytes(self, params: Params, dtype: str, variant: str) -> int | None:
-        """Device memory `variant` holds while it runs, for the footprint guard; None where the family has no
-        model (the guard then lets the case run, and planning uses a generic estimate)."""
-        return None
+        """Device memory `variant` holds while it runs, for the footprint guard: its ledger's modeled peak
+        (`VariantLedger.peak_bytes`); None where the family has no model (the guard then lets the case run, and
+        planning uses a generic estimate). A family overrides this only to count what its ledger cannot."""
+        try:
+            found = self.ledger(params, dtype).get(variant)
+        except NotImplementedError:
+            return None
+        return found.peak_bytes if found is not None else None
 
     # How its rows read in charts and the report. The machinery calls these on tidy rows of results.csv
     # (suite.core.tidy); rows of a scenario not installed here get these defaults.

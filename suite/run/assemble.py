@@ -21,7 +21,7 @@ HOST_NAMES = {EMULATED: "host (emulated)", COMPILE: "sm_90 (compiled, not run)"}
 """What ran a kernel that did not run natively on its device."""
 
 _OWN = {"scenario", "params", "dtype", "backend", "device", "variant", "status", "reason", "mode", "extra", "size",
-        "seed", "versions", "git_rev", "run_id", "device_name", "command"}  # fmt: skip
+        "seed", "model", "layer", "versions", "git_rev", "run_id", "device_name", "command"}  # fmt: skip
 _FROM_STAGES = set(COLUMNS) - _OWN
 """Columns a stage's field of the same name fills; the others are the key, the outcome, `extra` and the case's."""
 
@@ -31,7 +31,7 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     status, reason = stages.outcome()
     values: dict[str, Any] = {}
     for stage in (stages.ledger, stages.check, stages.resources, stages.peer, stages.timing, stages.rates,
-                  stages.comparison, stages.rival):  # fmt: skip
+                  stages.comparison, stages.rival, stages.memory, stages.memory_comparison):  # fmt: skip
         if stage is not None:
             values.update({f.name: getattr(stage, f.name) for f in fields(stage) if f.name in _FROM_STAGES})
     extra = dict(stages.resources.extra) if stages.resources is not None else {}
@@ -41,12 +41,16 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
         extra.update(stages.timing.notes)
     if stages.rates is not None and stages.rates.gflops is not None:
         extra["gflops"] = stages.rates.gflops
+    if stages.memory is not None and stages.memory.note:
+        extra["peak"] = stages.memory.note
+    if stages.memory_comparison is not None and stages.memory_comparison.basis:
+        extra["memory_basis"] = stages.memory_comparison.basis
     mode = stages.mode
     device_name = case.device_names.get(key.device, "") if mode == NATIVE else HOST_NAMES.get(mode, "")
     command = provenance.command(key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant)
     return Row(scenario=key.scenario, params=params_json(case.params), dtype=case.dtype, backend=key.backend,
                device=key.device, variant=key.variant, status=status, reason=reason, mode=mode, size=case.size,
-               seed=case.seed, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
+               seed=case.seed, model=case.model, layer=case.layer, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
                device_name=device_name, command=command, extra=extra,
                **_repetitions(stages), **values)  # fmt: skip
 

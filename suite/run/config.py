@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 @dataclass
@@ -70,6 +70,28 @@ class ScenarioConfig:
 
 
 @dataclass
+class ModelConfig:
+    """A model's published configuration (conf/model/<name>.yaml, its source named): what `model=<name>` sets every
+    family's axes from, through the `model_*` experiments. Adding a model is adding one such file."""
+
+    name: str = MISSING
+    source: str = MISSING
+    """Where the numbers come from (the model's config.json)."""
+    hidden_size: int = MISSING
+    intermediate_size: int = MISSING
+    num_attention_heads: int = MISSING
+    num_key_value_heads: int = MISSING
+    head_dim: int = MISSING
+    vocab_size: int = MISSING
+    context: int = MISSING
+    """Longest sequence the model was trained for (max_position_embeddings / n_positions)."""
+    hidden_act: str = "silu"
+    """The MLP's activation as the elementwise chain names it (silu, gelu)."""
+    norm: str = "rmsnorm"
+    """The normalization the model uses (rmsnorm, layernorm)."""
+
+
+@dataclass
 class BenchConfig:
     scenario: Any = MISSING
     backends: list[str] = field(default_factory=list)
@@ -93,10 +115,41 @@ class BenchConfig:
     device: DeviceConfig = field(default_factory=DeviceConfig)
     profile: str = "none"
     """`ncu`: rerun each timed CUDA row once under Nsight Compute and record the DRAM bytes it moved."""
+    model: Any = None
+    """`model=<name>`: a model's published shapes (conf/model/) set every family's axes; None: the presets."""
+    tokens: int = 2048
+    """With a model: tokens in flight, batch × sequence (the rows of every per-token layer)."""
+    seq_len: int = 0
+    """With a model: the attention's sequence length; 0: `tokens`, capped at the model's context."""
+    layer: str = ""
+    """Which layer of the model a case stands for (set by the `model_*` experiments), recorded in every row."""
+
+
+def sequence(tokens: int, seq_len: int, context: int) -> int:
+    """The attention's sequence length: `seq_len`, or where 0 the tokens capped at the model's context."""
+    return int(seq_len) or min(int(tokens), int(context))
+
+
+def batch(tokens: int, seq_len: int, context: int) -> int:
+    """Sequences in flight: tokens / sequence length, which must divide them."""
+    seq = sequence(tokens, seq_len, context)
+    if int(tokens) % seq:
+        raise ValueError(f"tokens={tokens} is not a whole number of sequences of seq_len={seq}")
+    return int(tokens) // seq
+
+
+def tile(cols: int) -> int:
+    """A normalization tile holding a row of `cols` whole: the next power of two, within 32..16384."""
+    return min(max(32, 1 << (int(cols) - 1).bit_length()), 16384)
 
 
 def register_configs() -> None:
+    OmegaConf.register_new_resolver("fusebench_seq", sequence, replace=True)
+    OmegaConf.register_new_resolver("fusebench_batch", batch, replace=True)
+    OmegaConf.register_new_resolver("fusebench_mul", lambda a, b: int(a) * int(b), replace=True)
+    OmegaConf.register_new_resolver("fusebench_tile", tile, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=BenchConfig)
+    cs.store(group="model", name="base_model", node=ModelConfig)
     cs.store(group="timing", name="base_timing", node=TimingConfig)
     cs.store(group="device", name="base_device", node=DeviceConfig)

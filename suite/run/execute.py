@@ -18,7 +18,7 @@ from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import nvml
-from suite.run import ceiling, check, measure
+from suite.run import ceiling, check, measure, memory
 from suite.run.assemble import assemble
 from suite.run.ceiling import Canary, Ceiling
 from suite.run.job import Case, Job
@@ -53,11 +53,13 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
+    found = memory.measured(found, scn, job.params, job.dtype)
     canaries = ceiling.canaries(ceilings, _traffic(found), job.timing.ceiling == "interleaved")
     found, throttled, readings = timed_watching_clocks(found, job, cuda_clock, canaries)
     found = measure.rated(found, ceiling.read_beside(ceilings, readings))
     found = measure.compared(found, scn, case.seed)
     found = measure.rivaled(found, scn, case.seed)
+    found = memory.compared(found, scn)
     return flag_throttled([assemble(key, case, stages) for key, stages in found.items()], found, throttled)
 
 

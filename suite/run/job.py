@@ -42,6 +42,9 @@ class Job:
     """Where backends keep compile caches for this run (`<run dir>/cache`); None: their own defaults."""
     arch: str | None = None
     """The SM architecture occupancy is computed for (device.arch); None: the GPU's own, else sm_90."""
+    model: str = ""
+    """The model whose shapes set the case (`model=`), and the layer it stands for: recorded in every row."""
+    layer: str = ""
 
     def impls(self) -> list[tuple[str, str, str]]:
         """What to run: each backend on each requested device it has a target for, each variant."""
@@ -86,9 +89,11 @@ class Case:
     run_id: str = ""
     device_names: Mapping[str, str] = field(default_factory=dict)
     """The name of each device kernels run natively on (the CPU's model, the GPU's)."""
+    model: str = ""
+    layer: str = ""
 
     @classmethod
     def lost(cls, job: Job) -> Case:
         scn = SCENARIOS.get(job.scenario)
         size = scn.size(job.params) if scn is not None else None
-        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id)
+        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id, model=job.model, layer=job.layer)

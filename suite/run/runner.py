@@ -56,6 +56,8 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
                     run_id=run_id or outdir.name,
                     cache_dir=str(outdir.resolve() / "cache"),
                     arch=cfg.device.get("arch"),
+                    model=str(cfg.model.name) if cfg.get("model") else "",
+                    layer=str(cfg.get("layer") or ""),
                 )
             )
     return out

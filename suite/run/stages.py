@@ -48,12 +48,13 @@ class Ledger:
     launches: int
     intermediates_removed: int
     bytes_saved: int
+    peak_bytes_modeled: int | None = None
 
     @classmethod
     def of(cls, lg: VariantLedger, device: str) -> Ledger:
         model = STORE_MODEL[device]
         return cls(model, lg.bytes_read, lg.bytes_written, lg.flops, lg.bytes_moved(model), lg.launches,
-                   len(lg.removed), lg.saved_bytes)  # fmt: skip
+                   len(lg.removed), lg.saved_bytes, lg.peak_bytes)  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,6 +188,28 @@ class Rival:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """Peak memory of one call: measured (`peak_bytes`, None where it could not be, `note` says why or how) and
+    the model it is held to (the ledger's, or for the compiler's the buffers its code allocates)."""
+
+    peak_bytes: int | None = None
+    peak_bytes_modeled: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    """Peak bytes against the baseline (and the rival): ratio, saving and verdict (`suite.run.memory`)."""
+
+    memory_ratio: float | None = None
+    memory_saved_mib: float | None = None
+    memory_verdict: str = ""
+    rival_memory_ratio: float | None = None
+    basis: str = ""
+    """measured (both peaks measured) or modeled."""
+
+
+@dataclass(frozen=True)
 class Stages:
     """Every stage one implementation went through; those it never reached are None."""
 
@@ -199,6 +222,8 @@ class Stages:
     rates: Rates | None = None
     comparison: Comparison | None = None
     rival: Rival | None = None
+    memory: Memory | None = None
+    memory_comparison: MemoryComparison | None = None
 
     def outcome(self) -> tuple[str, str]:
         """Status and reason: the first stage that stopped the implementation says why; an `ok` that was not
