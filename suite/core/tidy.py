@@ -57,6 +57,11 @@ NUMERIC = [
     "rival_speedup",
     "rival_lo",
     "rival_hi",
+    "peak_bytes_modeled",
+    "peak_bytes",
+    "memory_ratio",
+    "memory_saved_mib",
+    "rival_memory_ratio",
 ]
 PAID, LOST = 1.1, 0.9
 """Without a paired interval (rows from before it existed), a speedup ≥ PAID pays, ≤ LOST loses."""

@@ -35,6 +35,7 @@ from suite.core.chartkit import (
 )
 from suite.core.scenario import lookup
 from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, speedups, tidy, timed
+from suite.report import memory
 from suite.report.rival_chart import REFERENCE, rival_chart
 
 CROSSOVER = "crossover"
@@ -71,6 +72,8 @@ def make_charts(frame: pd.DataFrame, outdir: Path, label: str | None = None) -> 
             if (sub["variant"] == REFERENCE).any() and (figure := rival_chart(sub, colors)) is not None:
                 keep(figure, "vs_compiler", name)
         for name, sub in data.groupby("scenario"):
+            if (peaks := memory.chart(sub, outdir)) is not None:
+                written.append(peaks)
             written += lookup(str(name)).charts(sub, outdir)
     return written
 

@@ -24,7 +24,7 @@ from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.store import ENVIRONMENT
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
-from suite.report import launch_split, measured, pressure, rivals, tables
+from suite.report import glance, launch_split, measured, memory, pressure, rivals, tables
 from suite.report.drift import drifted
 from suite.report.precision import achieved
 from suite.report.throttle import flagged, over_the_run
@@ -40,6 +40,7 @@ CAPTIONS = {
     "speedup": "Measured speedup (solid) against the ledger's prediction (dashed)",
     "bandwidth": "Achieved bandwidth under the copy ceiling measured in the same run",
     "vs_compiler": "Every variant's time over torch.compile's on the same case (below 1: faster than the compiler)",
+    memory.KIND: memory.CAPTION,
 }
 """The generic charts (suite.report.plots), in the order the report shows them, before the family's own."""
 
@@ -58,7 +59,9 @@ def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     data = tidy(frame)
     pairs = speedups(data)
-    parts = [_header(data, _environment(outdir)), *flagged(data), *drifted(data), *achieved(data)]
+    title, header = _header(data, _environment(outdir)).split("\n\n", 1)
+    parts = [title, *[text for text in [glance.section(data)] if text], header]
+    parts += [*flagged(data), *drifted(data), *achieved(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
     parts.append(_not_ok(data))
@@ -128,6 +131,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += ["### Crossover", tables.crossover_table(pairs)]
     parts += [text for text in [launch_split.section(rows)] if text]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
+    parts += [text for text in [memory.section(rows)] if text]
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]

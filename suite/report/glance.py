@@ -1,0 +1,68 @@
+"""The report's first screen: does fusion pay, in time and in memory, against the unfused kernels, the compiler
+and the library — one line per family, device and hand-written implementation, before any detail.
+
+Each line is the family's headline case (its largest timed size; for a model, the model's one shape): the fused
+kernel's paired speedup over the unfused one with its 95% interval and verdict, its memory ratio and saving, its
+paired speedup over torch.compile (the rival, from the same interleaved rounds) with interval and verdict, and
+its time against the library's (a ratio of medians: the two are not paired, so no interval). Every figure is in
+the rows below it; this only chooses which to show first.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from suite.core.markdown import table
+from suite.core.tidy import fmt_size
+
+CANDIDATE = "fused"
+
+
+def section(data: pd.DataFrame) -> str | None:
+    """Markdown for the whole run's tidy rows; None where no fused row was timed."""
+    timed = data[(data["status"] == "ok") & data["time_ms"].notna()]
+    fused = timed[timed["variant"] == CANDIDATE]
+    if fused.empty:
+        return None
+    with_model = bool((data["model"] != "").any())
+    keys = ["model", "scenario", "device", "dtype", "impl"] if with_model else ["scenario", "device", "dtype", "impl"]
+    body = []
+    for _, lines in fused.groupby(keys, sort=True):
+        row = lines.sort_values(["size", "series_rank"]).iloc[-1]
+        library = timed[(timed["scenario"] == row["scenario"]) & (timed["params"] == row["params"])
+                        & (timed["dtype"] == row["dtype"]) & (timed["device"] == row["device"])
+                        & (timed["variant"] == "library")]  # fmt: skip
+        cells = [
+            row["scenario"],
+            f"{row['series']}, {row['size_axis']} = {fmt_size(row['size'])}",
+            row["impl"],
+            row["dtype"],
+            _ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
+            _memory(row),
+            _ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
+            f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else "",
+        ]
+        body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
+    head = ["family", "case", "fused kernel", "dtype", "time vs unfused", "memory vs unfused",
+            "time vs torch.compile", "time vs library (medians)"]  # fmt: skip
+    head = [*(["model", "layer"] if with_model else []), *head]
+    intro = (
+        "Per family, device and hand-written kernel, at the largest size timed: the fused kernel's speedup over "
+        "its unfused decomposition and over torch.compile of it (paired rounds, 95% interval, verdict), the "
+        "memory it saves (baseline peak / fused peak, measured where both were), and the library's time over "
+        "its own. Above 1 the fused kernel is faster or smaller. Details per family follow."
+    )
+    return "\n\n".join(["## At a glance", intro, table(head, body)])
+
+
+def _ratio(value: float, lo: float, hi: float, verdict: str) -> str:
+    if pd.isna(value):
+        return ""
+    interval = f" [{lo:.2f}–{hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
+    return f"{value:.2f}×{interval} {verdict}".rstrip()
+
+
+def _memory(row: pd.Series) -> str:
+    if pd.isna(row["memory_ratio"]):
+        return ""
+    return f"{row['memory_ratio']:.2f}× {row['memory_verdict']}, {row['memory_saved_mib']:,.0f} MiB saved"
