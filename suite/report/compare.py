@@ -5,7 +5,8 @@ matches the two runs' rows, prints one line per (case, implementation) with the 
 bootstrap interval and a verdict (the rule is in `suite.report.compare_stats` and in the printed footer), flags
 rows that broke, got fixed or whose numerics got ten times worse, and writes compare.md and compare.png.
 
-Exit status: 0; 1 with --fail-on-regression when a row is slower, broke or has 10× worse numerics; 2 with one
+Exit status: 0; 1 with --fail-on-regression when a row is slower, broke, has 10× worse numerics or needs more
+memory; 2 with one
 line (a ConfigError, printed by suite.cli) on bad input: a missing run, no rows in common, a threshold that is
 not a positive number, or timings from different devices without --allow-device-change.
 """
@@ -45,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", default=str(DEFAULT_THRESHOLD), metavar="PCT",
                    help="a change within ±PCT percent is `same` (default 5)")  # fmt: skip
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when a row is slower, broke, or has 10x worse numerics")  # fmt: skip
+                   help="exit 1 when a row is slower, broke, has 10x worse numerics or needs more memory")  # fmt: skip
     p.add_argument("--normalize", default="auto", choices=compare_stats.NORMALISE,
                    help="canary: each row's time relative to the canary timed in its rounds, so that a change of "
                    "the machine is not read as a change of the code; none: raw times; auto (default): canary "
@@ -91,7 +92,7 @@ def main(argv: list[str]) -> int:
     compare_chart.draw(lines, t, f"time ratio, {title}", out / "compare.png")
     (out / "compare.md").write_text(_markdown(lines, counts, base, new, removed, added, t, changes))
     _print(lines, counts, title, t, out, changes)
-    failed = counts["slower"] + counts["broke"] + counts["numerics"] > 0
+    failed = counts["slower"] + counts["broke"] + counts["numerics"] + counts["memory"] > 0
     return 1 if args.fail_on_regression and failed else 0
 
 
@@ -139,7 +140,9 @@ def footer(t: float) -> str:
             f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: the whole interval above {1 + t:.3g}; faster: the whole "
             f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
             "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
-            "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon).")  # fmt: skip
+            "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon); memory: peak "
+            f"bytes NEW above BASE by more than {t:.0%} and {compare_stats.MEMORY_FLOOR_MIB:g} MiB (measured where "
+            "both were, else modeled).")  # fmt: skip
 
 
 def _cells(line: Any) -> list[str]:

@@ -23,7 +23,9 @@ A row of an older run that kept no repetitions has no interval: its ratio is tha
 results.csv, its verdict comes from the band alone and says so (`no interval`).
 
 Flags beside the verdict: `broke` (ok in BASE, another status in NEW), `fixed` (the reverse), `numerics`
-(max_rel_err of NEW above 10 × max(BASE's, the dtype's machine epsilon)).
+(max_rel_err of NEW above 10 × max(BASE's, the dtype's machine epsilon)), `memory` (NEW's peak memory above
+BASE's by more than the threshold and more than MEMORY_FLOOR_MIB: measured peaks where both runs measured one,
+else modeled ones; a memory regression fails the gate as a slower row does).
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def compare(
     ]
     columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "machine", "verdict", "flags",
                "regressed"]  # fmt: skip
-    out = pd.DataFrame(lines, columns=[*columns, "interval", "normalised", "broke", "numerics"])
+    out = pd.DataFrame(lines, columns=[*columns, "interval", "normalised", "broke", "numerics", "memory"])
     for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
         if column in matched:
             out[column] = matched[column].to_numpy()
@@ -260,6 +262,9 @@ def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int
     worse = numerics_worse(_number(row.get("max_rel_err_base")), _number(row.get("max_rel_err_new")), row["dtype"])
     if worse:
         flags.append(f"numerics {_number(row.get('max_rel_err_base')):.2g}→{_number(row.get('max_rel_err_new')):.2g}")
+    more = memory_grew(row, threshold)
+    if more:
+        flags.append(more)
     interval = bool(np.isfinite(result.lo))
     if np.isfinite(result.ratio) and not interval:
         flags.append(NO_INTERVAL)
@@ -278,12 +283,28 @@ def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int
         "machine": result.machine,
         "verdict": decided,
         "flags": ", ".join(flags),
-        "regressed": decided == "slower" or broke or worse,
+        "regressed": decided == "slower" or broke or worse or bool(more),
         "interval": interval,
         "normalised": result.normalised,
         "broke": broke,
         "numerics": worse,
+        "memory": bool(more),
     }
+
+
+MEMORY_FLOOR_MIB = 1.0
+"""A memory flag needs the growth beyond 1 MiB as well as beyond the threshold (see suite.run.memory)."""
+
+
+def memory_grew(row: dict, threshold: float) -> str:
+    """`memory 64→128 MiB (measured)` where NEW's peak exceeds BASE's by more than `threshold` and the floor,
+    measured where both runs measured it, else modeled; '' otherwise."""
+    for column, basis in (("peak_bytes", "measured"), ("peak_bytes_modeled", "modeled")):
+        base, new = _number(row.get(f"{column}_base")), _number(row.get(f"{column}_new"))
+        if base > 0 and new > 0:
+            grown = new > base * (1 + threshold) and (new - base) / 2**20 > MEMORY_FLOOR_MIB
+            return f"memory {base / 2**20:,.1f}→{new / 2**20:,.1f} MiB ({basis})" if grown else ""
+    return ""
 
 
 def _number(value: object) -> float:
@@ -338,6 +359,7 @@ def tally(lines: pd.DataFrame, removed: int = 0, added: int = 0) -> dict[str, in
     counts["broke"] = int(lines["broke"].sum())
     counts["fixed"] = int(lines["flags"].str.contains("fixed (", regex=False).sum())
     counts["numerics"] = int(lines["numerics"].sum())
+    counts["memory"] = int(lines["memory"].sum()) if "memory" in lines else 0
     counts["removed"], counts["added"] = removed, added
     return counts
 
@@ -352,6 +374,7 @@ def tally_line(counts: dict[str, int]) -> str:
         "broke": "broke",
         "fixed": "fixed",
         "numerics": "numerics 10× worse",
+        "memory": "more memory",
         "removed": "removed",
         "added": "added",
     }

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from suite.core import registry
 from suite.core import scenario as scenarios
@@ -117,7 +118,11 @@ def plan(cfg: DictConfig) -> Plan:
         except ImportError as exc:
             raise ConfigError(f"plugin '{module}' cannot be imported: {exc}") from None
     configure_emulation(bool(cfg.device.emulate))  # before any backend library is imported
-    node = OmegaConf.to_container(cfg.scenario, resolve=True)
+    try:
+        node = OmegaConf.to_container(cfg.scenario, resolve=True)
+    except OmegaConfBaseException as exc:  # a model's interpolation that cannot hold (tokens not whole sequences)
+        cause = exc.__cause__ or exc
+        raise ConfigError(f"{exc.full_key if hasattr(exc, 'full_key') else 'scenario'}: {cause}") from None
     scn = scenarios.get(str(node.get("name")))
     cases = scn.cases(axes_of(scn, node, str(cfg.preset)))
     dtypes = _choose("dtype", as_list(cfg.dtype), scn.dtypes)
@@ -170,7 +175,8 @@ def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None
         need = min(known) if known else scn.size(params) * (4 * itemsize + 2 * 8)  # inputs, out, intermediates
         if need > total:
             raise ConfigError(
-                f"case {params} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f} GiB"
+                f"case {params} needs about {need / 2**30:.1f} GiB (its smallest variant's peak: inputs, outputs "
+                f"and live intermediates); this machine has {total / 2**30:.1f} GiB"
             )
 
 
