@@ -121,8 +121,8 @@ def plan(cfg: DictConfig) -> Plan:
     try:
         node = OmegaConf.to_container(cfg.scenario, resolve=True)
     except OmegaConfBaseException as exc:  # a model's interpolation that cannot hold (tokens not whole sequences)
-        cause = exc.__cause__ or exc
-        raise ConfigError(f"{exc.full_key if hasattr(exc, 'full_key') else 'scenario'}: {cause}") from None
+        said = str(exc).splitlines()[0].split("while resolving interpolation: ")[-1]
+        raise ConfigError(f"{getattr(exc, 'full_key', '') or 'scenario'}: {said}") from None
     scn = scenarios.get(str(node.get("name")))
     cases = scn.cases(axes_of(scn, node, str(cfg.preset)))
     dtypes = _choose("dtype", as_list(cfg.dtype), scn.dtypes)
