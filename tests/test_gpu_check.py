@@ -44,18 +44,57 @@ def test_the_stack_report_names_the_gpu_and_a_toolkit_newer_than_the_driver() ->
     assert "numba-cuda's NVVM 13.5 is newer than the driver's CUDA 13.0" in text
 
 
-def test_the_plan_counts_every_case_and_estimates_within_reason() -> None:
-    the_plan = plan.make(quick=False, tests=26)
-    expected = sum(len(p.cases) * len(p.dtypes) for job in the_plan.jobs for p in map(validate.plan, compose_jobs(job)))
-    assert the_plan.cases == expected and the_plan.cases > 0
-    assert {p.scenario.name for job in the_plan.jobs for p in map(validate.plan, compose_jobs(job))} == set(
-        plan.FAMILIES
-    )
+GPU_TESTS = [f"tests/test_gpu_device.py::test_every_cuda_kernel_is_right_on_the_device[{f}]" for f in plan.FAMILIES]
+GPU_TESTS += [f"tests/test_gpu_launch_limits.py::test_light_{i}" for i in range(12)]
+"""The shape of the default check's gpu tests: six that sweep a family, twelve that measure one thing."""
+
+
+def test_the_plan_counts_every_case_and_fits_its_budget_with_margin() -> None:
+    the_plan = plan.make(quick=False, tests=GPU_TESTS)
+    plans = [p for job in the_plan.jobs for p in map(validate.plan, compose_jobs(job))]
+    assert the_plan.cases == sum(len(p.cases) * len(p.dtypes) for p in plans) and the_plan.cases > 0
+    assert {p.scenario.name for p in plans} == set(plan.FAMILIES)  # every family present
     assert [s.name for s in the_plan.steps] == ["tests", "sweep", "report"]
+    assert (the_plan.tests, the_plan.family_tests) == (18, 6)
+    assert the_plan.steps[0].seconds == pytest.approx(plan.STARTUP_S / 2 + 6 * plan.FAMILY_TEST_S + 12 * plan.TEST_S)
     assert the_plan.implementations >= the_plan.cases * 4  # triton, cupy, numba and torch each: at least one variant
-    quick = plan.make(quick=True, tests=12)
-    assert quick.cases == len(plan.FAMILIES) and quick.seconds < the_plan.seconds
-    assert "estimate  ≈" in "\n".join(quick.lines())
+    assert the_plan.rare_skipped == the_plan.cases - len(plan.FAMILIES)  # torch.compile once per family
+    assert not the_plan.over_budget and the_plan.seconds <= 0.95 * the_plan.budget_s, the_plan.lines()
+    quick = plan.make(quick=True, tests=GPU_TESTS[:1] + GPU_TESTS[-2:])
+    assert quick.cases == len(plan.FAMILIES) and quick.rare_skipped == 0 and quick.seconds < the_plan.seconds
+    assert not quick.over_budget and quick.seconds <= 0.95 * quick.budget_s, quick.lines()
+    assert "estimate  ≈" in "\n".join(quick.lines()) and "within the 4 min budget" in quick.lines()[-1]
+
+
+def test_torch_compile_is_built_at_each_summary_case_and_skipped_with_a_reason_elsewhere(tmp_path: Path) -> None:
+    from suite.gpu_check.sweep_step import narrowed
+    from suite.run import runner
+
+    (cfg,) = compose_jobs(plan.sweep_jobs(quick=False)[list(plan.FAMILIES).index("matmul")])
+    p = validate.plan(cfg)
+    summary = plan.summary_case(p.scenario, p.cases, p.dtypes)
+    assert summary[1] == "float16" and '"epilogue": "bias_gelu"' in summary[0]  # the case with a fused pair
+    seen = {}
+    for job in runner.jobs(cfg, p, tmp_path, set()):
+        kept, rows = narrowed(job, plan.rare_skip(p.scenario, job.params, job.dtype, summary))
+        seen[job.params["epilogue"]] = ({v for _b, _d, v in kept.impls()}, [(r.variant, r.status) for r in rows])
+    assert "compiled" in seen["bias_gelu"][0] and seen["bias_gelu"][1] == []
+    assert "compiled" not in seen["none"][0] and seen["none"][1] == [("compiled", "skipped")]
+
+
+def test_a_plan_over_its_budget_does_not_start_without_over_budget(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setitem(plan.BUDGET_S, "quick", 10.0)
+    monkeypatch.setattr(main.stack, "probe_child", lambda: stack.Stack(gpu={"name": "NVIDIA H200"}))
+    started = []
+    monkeypatch.setattr(main, "run", lambda *args: started.append(args) or 0)
+    out = Path("/tmp/never-written-over-budget")
+    assert main.main(["--quick", "--out", str(out)]) == 2 and not started
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "over its 0 min budget; pass --over-budget" in err
+    assert main.main(["--quick", "--out", str(out), "--over-budget"]) == 0 and len(started) == 1
+    assert main.main(["--quick", "--dry-run"]) == 0  # a dry run says so and still prints what would run
+    assert "over its 0 min budget" in capsys.readouterr().err
 
 
 def test_the_estimate_grows_with_the_work() -> None:

@@ -1,4 +1,4 @@
-"""On a CUDA device (`nox -s gpu`; skipped elsewhere): every registered CUDA kernel's numerics on awkward shapes,
+"""On a CUDA device (`nox -s gpu`; skipped elsewhere): every hand-written CUDA kernel's numerics on awkward shapes,
 the suite's timer against triton.testing.do_bench, the read flush's effect on L2, and graph capture of real
 launchers. Each runs the suite's own machinery in this process, natively (tests/conftest.py turns emulation off
 under FUSEBENCH_GPU_TESTS=1)."""
@@ -20,13 +20,16 @@ AWKWARD = {
     "attention": ["scenario.seq_len=[193]", "scenario.head_dim=[64]", "scenario.causal=[false,true]"],
     "matmul": ["scenario.m=[257]", "scenario.n=[129]", "scenario.k=[65]"],
 }
-"""Shapes no tile divides: the tails, masks and bounds checks of every CUDA kernel."""
+"""Shapes no tile divides: the tails, masks and bounds checks of every hand-written CUDA kernel."""
+HAND_WRITTEN = "backends=[triton,cupy,numba]"
+"""The kernels whose tails are this suite's: torch's rivals (eager, compiled, library) are checked in the GPU
+check's sweep, at its shapes, where a torch.compile per awkward shape and dtype would cost most of this test."""
 
 
 @pytest.mark.parametrize("family", sorted(AWKWARD))
 def test_every_cuda_kernel_is_right_on_the_device(family: str, tmp_path) -> None:
-    cfg = make_config(f"scenario={family}", "preset=S", *AWKWARD[family], "timing=quick", "device=cuda",
-                      "dtype=[float32,float16]", "isolate=false")  # fmt: skip
+    cfg = make_config(f"scenario={family}", "preset=S", *AWKWARD[family], HAND_WRITTEN, "timing=quick",
+                      "device=cuda", "dtype=[float32,float16]", "isolate=false")  # fmt: skip
     rows = run(cfg, tmp_path, show_progress=False)
     cuda = rows[rows["device"] == "cuda"]
     assert len(cuda) and (cuda["mode"] == "native").all(), cuda[["backend", "variant", "mode", "reason"]]

@@ -87,7 +87,8 @@ def summary(rows: pd.DataFrame) -> list[str]:
         largest = group[group["size"] == group["size"].max()]
         if (largest["dtype"] == "float16").any():
             largest = largest[largest["dtype"] == "float16"]
-        params = largest["params"].iloc[0]
+        rivaled = largest.loc[largest["variant"] == "compiled", "params"]  # the case torch.compile was built for
+        params = rivaled.iloc[0] if len(rivaled) else largest["params"].iloc[-1]
         case = largest[largest["params"] == params]
         fused = case[(case["variant"] == "fused") & (case["baseline"] == "unfused")]
         rival = case[case["rival"].astype(str).str.endswith("compiled") & (case["variant"] == "fused")]

@@ -1,12 +1,14 @@
-"""`python -m suite gpu-check [--out DIR] [--quick] [--dry-run]`: the check of a CUDA machine, in the environment
+"""`python -m suite gpu-check [--out DIR] [--quick] [--dry-run] [--over-budget]`: the check of a CUDA machine, in the environment
 at hand (no virtual environment of its own, nothing installed).
 
 Before any work it prints the stack it found (`stack`), what will be skipped and why, its plan and an estimate
 (`plan`). Then two separate steps: the gpu tests, each with a time limit (`tests_step`: a failure is reported
 and the check goes on), and the sweep of every family in one worker (`sweep_step`); then the report, one
-folder that travels (`bundle`) and a one-screen summary. `--dry-run` stops after the plan, on any machine.
+folder that travels (`bundle`) and a one-screen summary. `--dry-run` stops after the plan, on any machine. A
+plan whose estimate is over its budget does not start unless `--over-budget` says to (the check is sized to
+fit; one that no longer fits is a change to look at, not to find out on a rented GPU).
 Exit status: 0 when every test passed and every row is ok or skipped for a reason, 1 otherwise, 2 for bad
-input or where no CUDA device answers.
+input, a plan over its budget, or where no CUDA device answers.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ PROG = "python -m suite gpu-check"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Bad input is one line naming the valid choices, exit status 2."""
-        print(f"fusebench: error: gpu-check: {message} (valid: --out DIR, --quick, --dry-run)", file=sys.stderr)
+        print(
+            f"fusebench: error: gpu-check: {message} (valid: --out DIR, --quick, --dry-run, --over-budget)",
+            file=sys.stderr,
+        )
         sys.exit(2)
 
 
@@ -39,6 +44,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the stack, the plan and the estimate; run nothing"
     )
+    parser.add_argument("--over-budget", action="store_true", help="start a plan whose estimate is over its budget")
     return parser.parse_args(argv)
 
 
@@ -59,6 +65,11 @@ def main(argv: list[str]) -> int:
     say(stack.lines(found))
     the_plan = plan.make(args.quick)
     say(the_plan.lines())
+    if the_plan.over_budget and not args.over_budget:
+        print(f"fusebench: error: gpu-check: the plan's estimate ({the_plan.seconds / 60:.1f} min) is over its "
+              f"{the_plan.budget_s / 60:.0f} min budget; pass --over-budget to run it anyway", file=sys.stderr)  # fmt: skip
+        if not args.dry_run:
+            return 2
     if args.dry_run:
         say(dry_run_lines(the_plan, found, out))
         return 0

@@ -4,14 +4,16 @@ One worker for the whole sweep, where a Hydra multirun starts one per job: the c
 device, Numba's and Triton's JIT caches and torch.compile's compiled graphs stay warm from family to family,
 and the kernels a case compiled are not compiled again by another process (the worker restarts only after a
 crash, and is handed the ceilings). Inductor's on-disk cache is one folder for the check
-(TORCHINDUCTOR_CACHE_DIR), so even a restarted worker reuses it. Each case's rows are appended as they come;
-a case that fails is rows with status and reason, and the sweep goes on.
+(TORCHINDUCTOR_CACHE_DIR), so even a restarted worker reuses it. torch.compile is built at each family's
+summary case only (`plan.RARE`): elsewhere its rows are `skipped` with that reason, not absent. Each case's rows
+are appended as they come; a case that fails is rows with status and reason, and the sweep goes on.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -19,8 +21,12 @@ import pandas as pd
 
 from suite.cli import compose_jobs
 from suite.core import store
+from suite.core.row import Row
+from suite.gpu_check import plan as check_plan
 from suite.run import assemble, runner, validate
+from suite.run.job import Case, Job
 from suite.run.results import Table, read
+from suite.run.stages import Check, Stages
 from suite.run.worker import Settings, Worker, WorkerLost
 
 
@@ -37,12 +43,15 @@ def run_sweep(jobs: list[list[str]], outdir: Path, log: TextIO) -> pd.DataFrame:
         )
         store.write_environment(outdir, worker.info["environment"])
         for cfg, plan in zip(configs, plans, strict=True):
-            for job in runner.jobs(cfg, plan, outdir, set(), outdir.name):
+            summary = check_plan.summary_case(plan.scenario, plan.cases, plan.dtypes)
+            for whole in runner.jobs(cfg, plan, outdir, set(), outdir.name):
+                job, left_out = narrowed(whole, check_plan.rare_skip(plan.scenario, whole.params, whole.dtype, summary))
                 started = time.monotonic()
                 try:
-                    rows = worker.run(job, float(cfg.timing.case_timeout_s))
+                    rows = worker.run(job, float(cfg.timing.case_timeout_s)) if job.impls() else []
                 except WorkerLost as exc:  # lost while timing: the case cannot be attributed to one kernel
                     rows = assemble.lost(job, str(exc))
+                rows += left_out
                 for row in rows:
                     table.append(row)
                 bad = sum(r.status in ("error", "mismatch") for r in rows)
@@ -54,3 +63,12 @@ def run_sweep(jobs: list[list[str]], outdir: Path, log: TextIO) -> pd.DataFrame:
         table.close()
         store.write_parquet(outdir)
     return read(table.path)
+
+
+def narrowed(job: Job, skip: set[tuple[str, str, str]]) -> tuple[Job, list[Row]]:
+    """`job` without the implementations in `skip`, and a `skipped` row for each of those it would have run."""
+    keys = [k for k in job.keys() if (k.backend, k.device, k.variant) in skip]
+    if not keys:
+        return job, []
+    stages = Stages(check=Check("skipped", check_plan.RARE_REASON))
+    return replace(job, skip=job.skip | skip), [assemble.assemble(k, Case.lost(job), stages) for k in keys]
