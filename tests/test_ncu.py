@@ -193,14 +193,40 @@ def test_a_measured_row_gets_bytes_residual_and_every_kernel(tmp_path: Path) -> 
     assert (out.time_ms, out.reps, out.status) == (row.time_ms, row.reps, "ok")
 
     args = (tmp_path / "args.txt").read_text().splitlines()
-    assert args[:11] == ["--profile-from-start", "off", "--csv", "--page", "raw", "--metrics",
-                         "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum", "--target-processes", "all",
-                         sys.executable, "-m"]  # fmt: skip
-    assert args[11] == "suite.run.profile_one" and args[12].endswith("spec.json") and args[13].endswith("out.json")
+    assert args[:15] == ["--profile-from-start", "off", "--target-processes", "application-only",
+                         "--clock-control", "base", "--cache-control", "all", "--csv", "--page", "raw", "--metrics",
+                         "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum", sys.executable, "-m"]  # fmt: skip
+    assert args[15] == "suite.run.profile_one" and args[16].endswith("spec.json") and args[17].endswith("out.json")
+    assert "all" not in args[args.index("--target-processes") + 1]  # the compile workers are not profiled
+    assert found["clock_control"] == "base"
     seen = json.loads((tmp_path / "spec_seen.json").read_text())
     assert (seen["scenario"], seen["params"], seen["backend"], seen["device"], seen["variant"]) == (
         "elementwise_chain", CHAIN, "triton", "cuda", "fused")  # fmt: skip
     assert seen["backend_options"] == {"triton": {"num_warps": 4}} and seen["plugins"] == ["tests.toy_family"]
+
+
+@pytest.mark.parametrize("setting", ["none", "base"])
+def test_the_clock_control_is_configurable_given_to_ncu_and_recorded(tmp_path: Path, monkeypatch, setting: str) -> None:
+    """The profiled process writes its build time; the row keeps it beside the clock setting ncu was given."""
+    (tmp_path / "page.txt").write_text(CANNED)
+    script = fake_ncu(tmp_path, f'for a in "$@"; do out="$a"; done\necho \'{{"ok": true, "build_s": 0.25}}\' > "$out"\n'
+                                f'cat "{tmp_path}/page.txt"')  # fmt: skip
+    monkeypatch.setenv(profile.CLOCK_VARIABLE, setting)
+    cfg = make_config("profile=none", "timing.case_timeout_s=30")
+    profiler = profile.Profiler.of(cfg)
+    assert profiler.clock_control == setting
+    (out,) = profile.measure_rows([_cuda_row()], _job(), replace(profiler, ncu=str(script)))
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    assert args[args.index("--clock-control") + 1] == setting
+    assert out.extra["ncu"]["clock_control"] == setting and out.extra["ncu"]["build_s"] == 0.25
+
+
+def test_an_unknown_clock_control_is_one_line_naming_the_choices(monkeypatch) -> None:
+    monkeypatch.setenv(profile.CLOCK_VARIABLE, "turbo")
+    with pytest.raises(ConfigError) as info:
+        profile.Profiler.of(make_config("profile=none"))
+    assert str(info.value) == "FUSEBENCH_NCU_CLOCK_CONTROL must be one of base, none (got 'turbo')"
+    assert profile.clock_control({}) == "base"
 
 
 def test_only_cuda_rows_timed_natively_and_ok_are_profiled(tmp_path: Path) -> None:
@@ -301,8 +327,10 @@ def test_the_entry_brackets_exactly_one_launch_after_a_warm_up(tmp_path: Path, m
               variant="fused", status="ok")  # fmt: skip
     spec = json.loads(json.dumps(profile_one.spec(job, row, ["tests.toy_family"])))  # through JSON, as the child
     assert profile_one.job_of(spec).params == job.params and profile_one.job_of(spec).seed == 3
-    assert profile_one.launch_once(spec, Bracket) == "toy/cpu/fused"
+    timings: dict[str, float] = {}
+    assert profile_one.launch_once(spec, Bracket, timings) == "toy/cpu/fused"
     assert events == ["launch", "start", "launch", "stop"]
+    assert 0 <= timings["build_s"] < 60
 
 
 def test_the_entry_reports_a_failure_as_json(tmp_path: Path) -> None:

@@ -4,8 +4,19 @@ moved are set beside the ledger's model.
 The ledger's `bytes_modeled` is what a variant must move; Nsight Compute counts what it did move.
 `bytes_measured` is dram__bytes_read.sum + dram__bytes_write.sum over every kernel of one launch of the
 variant's launcher (`suite.run.profile_one`, bracketed by cuProfilerStart/cuProfilerStop), and
-`ledger_residual` = bytes_measured / bytes_modeled - 1. ncu's default cache control flushes the caches before
-each kernel it profiles, as the timing flushes L2 before each repetition.
+`ledger_residual` = bytes_measured / bytes_modeled - 1. ncu is told what it does, and the row records it:
+`--cache-control all` flushes the caches before each kernel it profiles (as the timing flushes L2 before each
+repetition); `--clock-control` is FUSEBENCH_NCU_CLOCK_CONTROL, `base` by default (ncu locks the SM and memory
+clocks to their base: counters comparable from run to run) or `none` (the clocks the timing saw);
+`--target-processes application-only` profiles the one process ncu starts, never the processes it spawns
+(Inductor's compile workers, the AOT helper).
+
+The profiled process rebuilds the implementation, as it must (ncu profiles a process it starts), but not from
+cold: it runs beside the worker's caches. Inductor's FX-graph cache is the run's (`<run>/cache/inductor`, the
+spec's cache_dir, or the user's TORCHINDUCTOR_CACHE_DIR), and Triton's and CuPy's on-disk kernel caches are the
+ones the worker filled (the child inherits their environment), so those kernels load rather than compile;
+Numba's CUDA kernels have no on-disk cache here and are compiled again. `extra["ncu"]["build_s"]` is how long
+the rebuild took, to show it.
 
 The profiler only observes: where it fails (ncu missing, a nonzero exit, output it cannot read, a timeout) the
 row keeps its timing and `extra["ncu"]` is the reason, a string; where it succeeds, `extra["ncu"]` holds the
@@ -27,6 +38,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from suite.core.errors import ConfigError
 from suite.core.row import Row
 from suite.core.targets import NATIVE
 from suite.gpu import ncu
@@ -34,6 +46,18 @@ from suite.run.job import Job
 from suite.run.profile_one import spec
 
 ENTRY = "suite.run.profile_one"
+CLOCK_CONTROLS = ("base", "none")
+"""ncu's --clock-control choices for profiling (its `reset` only resets clocks and exits)."""
+CLOCK_VARIABLE = "FUSEBENCH_NCU_CLOCK_CONTROL"
+
+
+def clock_control(environ: dict[str, str] | None = None) -> str:
+    """The --clock-control ncu is given: $FUSEBENCH_NCU_CLOCK_CONTROL, else `base`; ConfigError names the
+    choices."""
+    value = (os.environ if environ is None else environ).get(CLOCK_VARIABLE, "") or "base"
+    if value not in CLOCK_CONTROLS:
+        raise ConfigError(f"{CLOCK_VARIABLE} must be one of {', '.join(CLOCK_CONTROLS)} (got '{value}')")
+    return value
 
 
 class ProfileError(RuntimeError):
@@ -48,10 +72,13 @@ class Profiler:
     """Modules the profiled process imports, as the worker does (`plugins`)."""
     timeout_s: float = 600.0
     python: str = sys.executable
+    clock_control: str = "base"
+    """ncu's --clock-control (CLOCK_CONTROLS), recorded in every profiled row."""
 
     @classmethod
     def of(cls, cfg: DictConfig) -> Profiler:
-        return cls(shutil.which("ncu"), tuple(cfg.plugins), float(cfg.timing.case_timeout_s))
+        return cls(shutil.which("ncu"), tuple(cfg.plugins), float(cfg.timing.case_timeout_s),
+                   clock_control=clock_control())  # fmt: skip
 
 
 def wanted(row: Row) -> bool:
@@ -67,12 +94,13 @@ def measure_rows(rows: list[Row], job: Job, profiler: Profiler) -> list[Row]:
 def measure(row: Row, job: Job, profiler: Profiler) -> Row:
     """`row` with bytes_measured, ledger_residual and extra["ncu"] filled in, or extra["ncu"] saying why not."""
     try:
-        launches = run_ncu(row, job, profiler)
+        launches, child = run_ncu(row, job, profiler)
         traffic = ncu.total(launches)
     except (ProfileError, ncu.NcuParseError) as exc:
         return replace(row, extra={**row.extra, "ncu": str(exc)})
     found = {"dram_read_bytes": traffic.dram_read, "dram_write_bytes": traffic.dram_write, "lts_bytes": traffic.lts,
              "launches": traffic.launches, "processes": len(ncu.by_process(launches)),
+             "clock_control": profiler.clock_control, "build_s": child.get("build_s"),
              "kernels": [asdict(launch) for launch in launches]}  # fmt: skip
     return replace(row, bytes_measured=traffic.dram, ledger_residual=residual(traffic.dram, row.bytes_modeled),
                    extra={**row.extra, "ncu": found})  # fmt: skip
@@ -87,14 +115,17 @@ def residual(measured: int | None, modeled: int | None) -> float | None:
 
 
 def command(profiler: Profiler, spec_path: Path, out_path: Path) -> list[str]:
-    """ncu around the one-launch entry: only the bracketed launch is profiled, child processes followed."""
+    """ncu around the one-launch entry: only the bracketed launch of the process it starts is profiled, caches
+    flushed before each kernel, clocks as `profiler.clock_control` says."""
     assert profiler.ncu is not None
-    return [profiler.ncu, "--profile-from-start", "off", "--csv", "--page", "raw", "--metrics", ",".join(ncu.METRICS),
-            "--target-processes", "all", profiler.python, "-m", ENTRY, str(spec_path), str(out_path)]  # fmt: skip
+    return [profiler.ncu, "--profile-from-start", "off", "--target-processes", "application-only",
+            "--clock-control", profiler.clock_control, "--cache-control", "all", "--csv", "--page", "raw",
+            "--metrics", ",".join(ncu.METRICS), profiler.python, "-m", ENTRY, str(spec_path), str(out_path)]  # fmt: skip
 
 
-def run_ncu(row: Row, job: Job, profiler: Profiler) -> list[ncu.Launch]:
-    """Every kernel launch ncu profiled for `row`'s implementation; ProfileError (or NcuParseError) on failure."""
+def run_ncu(row: Row, job: Job, profiler: Profiler) -> tuple[list[ncu.Launch], dict[str, Any]]:
+    """Every kernel launch ncu profiled for `row`'s implementation, and what the profiled process reported;
+    ProfileError (or NcuParseError) on failure."""
     if profiler.ncu is None:
         raise ProfileError("ncu not found on PATH")
     with tempfile.TemporaryDirectory(prefix="fusebench-ncu-") as tmp:
@@ -109,7 +140,7 @@ def run_ncu(row: Row, job: Job, profiler: Profiler) -> list[ncu.Launch]:
     launches = ncu.parse(output)
     if not launches:
         raise ProfileError("ncu profiled no kernel launch between cuProfilerStart and cuProfilerStop")
-    return launches
+    return launches, child
 
 
 def _run(cmd: list[str], timeout_s: float) -> tuple[int, str]:

@@ -4,8 +4,9 @@
 cuProfilerStart and cuProfilerStop: the implementation is built and checked by the suite's own machinery
 (`suite.run.check`, the same inputs from the same case seed as the timed row), launched once to warm up, then
 launched exactly once more inside the bracket and synchronised before profiling stops. SPEC is a JSON file
-(`spec`), OUT the JSON file where the result is written: {"ok": true} or {"error": reason}, for the parent
-to tell a failed launch from a failed profiler.
+(`spec`), OUT the JSON file where the result is written: {"ok": true, "build_s": seconds} or {"error": reason},
+for the parent to tell a failed launch from a failed profiler. `build_s` is how long building and checking took:
+short where the worker's compile caches (the spec's cache_dir, Triton's and CuPy's on-disk caches) were warm.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import importlib
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -45,9 +47,10 @@ def job_of(s: dict[str, Any]) -> Job:
                cache_dir=s["cache_dir"], strict=True)  # fmt: skip
 
 
-def launch_once(s: dict[str, Any], bracket: Bracket) -> str:
+def launch_once(s: dict[str, Any], bracket: Bracket, timings: dict[str, float] | None = None) -> str:
     """Build and check the spec's implementation, warm it up, and launch it once inside `bracket`; return the
-    kernel key's name. Raises on anything that stops that (not native here, a failed check)."""
+    kernel key's name and put the build's seconds in `timings["build_s"]`. Raises on anything that stops that
+    (not native here, a failed check)."""
     for module in s["plugins"]:
         importlib.import_module(module)
     validate.discover()
@@ -62,7 +65,10 @@ def launch_once(s: dict[str, Any], bracket: Bracket) -> str:
         raise RuntimeError(f"{key.backend}/{key.device} does not run natively here: {avail.reason or avail.mode}")
     scn = scenarios.get(job.scenario)
     data = check.Inputs(scn, job.dtype, case_seed(job.seed, job.scenario, job.params, job.dtype))
+    started = time.perf_counter()
     built, _ = check.build_and_check(key, avail, job, data, scn)
+    if timings is not None:
+        timings["build_s"] = round(time.perf_counter() - started, 3)
     if built.status != "ok" or built.launcher is None:
         raise RuntimeError(f"build and check: {built.status}: {built.reason}")
     built.launcher()  # warm-up: the first call after the check, caches and autotuning settled
@@ -89,8 +95,9 @@ def cuda_profiler() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     spec_path, out_path = argv if argv is not None else sys.argv[1:]
     try:
-        done = launch_once(json.loads(Path(spec_path).read_text(encoding="utf-8")), cuda_profiler)
-        result: dict[str, Any] = {"ok": True, "launched": done}
+        timings: dict[str, float] = {}
+        done = launch_once(json.loads(Path(spec_path).read_text(encoding="utf-8")), cuda_profiler, timings)
+        result: dict[str, Any] = {"ok": True, "launched": done, **timings}
     except Exception as exc:
         result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
     Path(out_path).write_text(json.dumps(result) + "\n", encoding="utf-8")
