@@ -62,14 +62,44 @@ scenarios.register_configs()  # each family's node, scenario/base_<name>: its YA
 
 
 def launcher_problem(args: list[str]) -> str | None:
-    """A `hydra/launcher=` whose plugin is not installed, as one line naming the extra that installs it."""
+    """A `hydra/launcher=` that cannot run the sweep, as one line: its plugin is not installed (naming the extra
+    that installs it), or SLURM would refuse what the sweep asks of it (`sbatch --test-only`, suite.cluster)."""
     for arg in args:
         if arg.startswith("hydra/launcher="):
             name = arg.split("=", 1)[1]
             module, dist, extra = LAUNCHERS.get(name, (None, "", ""))
-            if module is not None and importlib.util.find_spec(module) is None:
+            if module is not None and not _installed(module):
                 return f"hydra/launcher={name} needs {dist}: pip install -e '.[{extra}]'"
+            if name == "slurm" and any(a in MULTIRUN_FLAGS for a in args):
+                return _slurm_problem(args)
     return None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing too (no Hydra plugin at all: `hydra_plugins`)
+        return False
+
+
+def _slurm_problem(args: list[str]) -> str | None:
+    """What SLURM says to the sweep's job array before any job is queued (suite.cluster.request); None when it
+    would queue it, or when the config does not compose (precheck then names that problem). The launcher's fields
+    are resolved from the sweep's config as Hydra resolves them: with the overrides that are not swept."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from suite.cluster import request
+
+    given = [a for a in open_options(args) if not a.startswith("-")]
+    try:
+        fixed = [o.input_line for o in OverridesParser.create().parse_overrides(given) if not o.is_sweep_override()]
+        with initialize_config_dir(config_dir=str(CONF), version_base=None):
+            cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
+        params = request.launcher_params(cfg)
+    except Exception:
+        return None
+    return request.problem(params, len(job_overrides(args)))
 
 
 def _one_line(exc: BaseException) -> str:

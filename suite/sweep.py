@@ -11,20 +11,25 @@ verdicts side by side, as `python -m suite report` does for separate runs: no ve
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from suite.cluster import request  # noqa: F401  (registers the resolver the SLURM launcher's config uses)
 from suite.core import store
 from suite.core.row import COLUMNS, KEY, Row
 from suite.run import jobstate
 
+CONF = Path(__file__).resolve().parent.parent / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
 NOT_JOB_OVERRIDES = ("resume=", "+resume=", "++resume=")
 """Overrides that say how to run a job, not which job it is: resuming a sweep adds `resume=true`."""
+NOT_RESUME_OVERRIDES = ("hydra.mode=", "hydra.sweep.dir=")
+"""Hydra overrides the resume command sets itself (`-m`, the sweep's directory)."""
 
 
 def job_overrides(args: list[str]) -> list[list[str]]:
@@ -74,9 +79,11 @@ def job_dirs(sweep: Path) -> dict[int, Path]:
     return found
 
 
-def merge(sweep: Path, task_overrides: list[str], say: Any = print) -> pd.DataFrame:
+def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overrides: list[str] | None = None
+          ) -> pd.DataFrame:  # fmt: skip
     """Merge every job of the sweep launched with `task_overrides` into `sweep`; say which jobs did not finish
-    and how to complete them. Return the merged table."""
+    and how to complete them, with the launcher they ran through (`hydra_overrides`, else those the sweep saved
+    in its multirun.yaml). Return the merged table."""
     from suite.run.results import aggregate
 
     sweep = Path(sweep)
@@ -108,10 +115,27 @@ def merge(sweep: Path, task_overrides: list[str], say: Any = print) -> pd.DataFr
     for line in unfinished:
         say(f"sweep: {line}")
     if unfinished:
-        args = " ".join(task_overrides)
+        hydra_overrides = saved_hydra_overrides(sweep) if hydra_overrides is None else hydra_overrides
         say(f"sweep: {len(unfinished)} of {len(expected)} jobs did not finish; their rows are kept in {sweep}. "
-            f"Complete it with: python -m suite -m {args} hydra.sweep.dir={sweep} resume=true")  # fmt: skip
+            f"Complete it with: {resume_command(sweep, task_overrides, hydra_overrides)}")  # fmt: skip
     return frame
+
+
+def resume_command(sweep: Path, task_overrides: list[str], hydra_overrides: list[str]) -> str:
+    """The command that completes the sweep, quoted for a POSIX shell: its own arguments, its launcher and the
+    launcher's settings (`hydra/launcher=slurm hydra.launcher.partition=...`: without them it would finish the
+    sweep here, with the default launcher), its directory and `resume=true`."""
+    kept = [o for o in hydra_overrides if not o.startswith(NOT_RESUME_OVERRIDES)]
+    args = ["python", "-m", "suite", "-m", *identity(task_overrides), *kept, f"hydra.sweep.dir={sweep}", "resume=true"]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def saved_hydra_overrides(sweep: Path) -> list[str]:
+    """The `hydra...` overrides the sweep was launched with, from the multirun.yaml Hydra saved at its start."""
+    saved = Path(sweep) / "multirun.yaml"
+    if not saved.exists():
+        return []
+    return [str(o) for o in OmegaConf.load(saved).hydra.overrides.get("hydra", [])]
 
 
 def _frame(rows: list[Row]) -> pd.DataFrame:
@@ -121,29 +145,37 @@ def _frame(rows: list[Row]) -> pd.DataFrame:
 def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, written: pd.DataFrame, why: str
                  ) -> list[Row]:  # fmt: skip
     """An `error` row for each (case, implementation) job `num` did not write, naming the job and how it ended.
-    The job's own config (`.hydra/config.yaml`, saved before it started) says what it was to run; a job that never
-    started has one row for all of it."""
+    The job's config says what it was to run (`_job_config`); where it cannot, one row for all of it."""
     from suite.run import assemble, validate
     from suite.run.runner import jobs
 
     run_id = f"{sweep.name}/{num}"
     reason = f"job {num} ({' '.join(overrides) or 'no overrides'}) did not finish: {why}"
-    saved = path / ".hydra" / "config.yaml"
-    if saved.exists():
-        try:
-            cfg = OmegaConf.load(saved)
-            done = (
-                {tuple(str(v) for v in r) for r in written[list(KEY)].itertuples(index=False)}
-                if len(written)
-                else set()
-            )
-            todo = jobs(cfg, validate.plan(cfg), path, done, run_id)
-            rows = [row for job in todo if job.keys() for row in assemble.lost(job, reason)]
-            for i, row in enumerate(rows):
-                row.row_id = f"{run_id}#failed{i}"
-            return rows
-        except Exception as exc:  # the config no longer plans (a plugin gone): one row still says what happened
-            reason += f" (its cases could not be listed: {exc})"
+    try:
+        cfg = _job_config(path, overrides)
+        done = {tuple(str(v) for v in r) for r in written[list(KEY)].itertuples(index=False)} if len(written) else set()
+        todo = jobs(cfg, validate.plan(cfg), path, done, run_id)
+        rows = [row for job in todo if job.keys() for row in assemble.lost(job, reason)]
+        for i, row in enumerate(rows):
+            row.row_id = f"{run_id}#failed{i}"
+        return rows
+    except Exception as exc:  # the config no longer composes or plans (a plugin gone): one row says what happened
+        reason += f" (its cases could not be listed: {exc})"
     scenario = next((o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")), "")
     return [Row(scenario=scenario, params="{}", dtype="", backend="", device="", variant="", status="error",
                 reason=reason, run_id=run_id, row_id=f"{run_id}#failed0")]  # fmt: skip
+
+
+def _job_config(path: Path, overrides: list[str]) -> DictConfig:
+    """What job `path` was to run: its own config (`.hydra/config.yaml`, saved before it started), or, for a job
+    that never started (refused, or cancelled while queued), its overrides composed as Hydra would have."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    saved = path / ".hydra" / "config.yaml"
+    if saved.exists():
+        return OmegaConf.load(saved)
+    if GlobalHydra.instance().is_initialized():  # the process that ran the sweep: Hydra's own config search path
+        return compose(config_name="config", overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="config", overrides=list(overrides))

@@ -43,7 +43,7 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
             return
         gpu, turn = _placement(cfg, launcher, sweep_dir, num)
         with turn:  # the job starts once it has its turn: job.json's start and end bound when it held the machine
-            state = jobstate.begin(outdir, num, overrides, gpu)
+            state = {**jobstate.begin(outdir, num, overrides, gpu), **_slurm_cpus()}
             frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num)
             jobstate.end(outdir, state, jobstate.DONE, rows=len(frame))  # before the next job's turn begins
     except ConfigError as exc:
@@ -64,6 +64,25 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
     if not serial:
         tally = ", ".join(f"{k} {v}" for k, v in sorted(Counter(frame["status"]).items())) or "none"
         print(f"job {num}: {len(frame)} rows ({tally}) in {time.monotonic() - started:.0f} s, {outdir}", flush=True)
+
+
+def _slurm_cpus(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Under SLURM, Numba's threads are the CPUs the job was given, whatever the node has: SLURM binds the job
+    to them (task/affinity), and a NUMBA_NUM_THREADS carried over from the submitting shell must not ask for
+    more, or two jobs sharing a node time each other. Set before the worker processes start; what it set and
+    the job's SLURM id go to job.json."""
+    env = os.environ if environ is None else environ
+    if "SLURM_JOB_ID" not in env:
+        return {}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    given = int(env["SLURM_CPUS_PER_TASK"]) if env.get("SLURM_CPUS_PER_TASK", "").isdigit() else usable
+    threads = min(
+        usable, given, *([int(env["NUMBA_NUM_THREADS"])] if env.get("NUMBA_NUM_THREADS", "").isdigit() else [])
+    )
+    env["NUMBA_NUM_THREADS"] = str(max(1, threads))
+    array = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    slurm_job = f"{array[0]}_{array[1]}" if all(array) else env["SLURM_JOB_ID"]
+    return {"slurm_job": slurm_job, "usable_cpus": usable, "numba_threads": int(env["NUMBA_NUM_THREADS"])}
 
 
 def _placement(cfg: DictConfig, launcher: str, sweep_dir: Path, num: int) -> tuple[str | None, Any]:

@@ -99,22 +99,25 @@ def _job(root: Path, num: int, overrides: list[str], status: str | None) -> Path
     return path
 
 
+JOB = [*FAKE, "variants=[good]"]
+"""The overrides every job of the sweeps below shares (`_job` runs them); the jobs differ by seed."""
+
+
 def test_a_sweep_with_unfinished_jobs_is_merged_with_a_row_for_every_case_not_written(tmp_path: Path) -> None:
     root = tmp_path / "sweep"
-    task = ["seed=0,1,2"]
-    _job(root, 0, ["seed=0"], jobstate.DONE)
-    _job(root, 1, ["seed=1"], jobstate.RUNNING)  # killed before its first row
+    task = [*JOB, "seed=0,1,2"]
+    _job(root, 0, [*JOB, "seed=0"], jobstate.DONE)
+    _job(root, 1, [*JOB, "seed=1"], jobstate.RUNNING)  # killed before its first row
     said: list[str] = []
     frame = sweep.merge(root, task, say=said.append)  # job 2 never started: no directory at all
     done = frame[frame["run_id"] == "sweep/0"]
     assert len(done) == 2 and (done["status"] == "ok").all()
     killed = frame[frame["run_id"] == "sweep/1"]
     assert sorted(killed["params"]) == sorted(done["params"]) and (killed["status"] == "error").all()
-    assert killed["reason"].str.startswith("job 1 (seed=1) did not finish: its process on ").all()
-    never = frame[frame["run_id"] == "sweep/2"]
-    assert (
-        len(never) == 1 and never["reason"].iloc[0] == "job 2 (seed=2) did not finish: it never started (no job.json)"
-    )
+    assert killed["reason"].str.startswith(f"job 1 ({' '.join(JOB)} seed=1) did not finish: its process on ").all()
+    never = frame[frame["run_id"] == "sweep/2"]  # its cases composed from its overrides, as Hydra would have
+    assert sorted(never["params"]) == sorted(done["params"]) and (never["status"] == "error").all()
+    assert never["reason"].str.endswith("seed=2) did not finish: it never started (no job.json)").all()
     assert frame["row_id"].is_unique
     assert said[-1].startswith("sweep: 2 of 3 jobs did not finish") and "seed=0,1,2" in said[-1]
     assert "resume=true" in said[-1] and f"hydra.sweep.dir={root}" in said[-1]

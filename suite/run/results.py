@@ -82,7 +82,8 @@ def _reps(row: Row) -> list[tuple]:
 
 def aggregate(paths: list[Path], out: Path, extra: Sequence[Row] = ()) -> pd.DataFrame:
     """Concatenate several runs' tables (a multirun's jobs) and the `extra` rows (the failure rows of jobs that
-    did not finish) into one results.csv at `out`, and their repetitions into one reps.csv beside it."""
+    did not finish) into one results.csv at `out`, and their repetitions into one reps.csv beside it. A sweep in
+    which no job wrote a table (its submission refused) still gets both, with the failure rows alone."""
     frames = [read(p) for p in paths]
     if extra:
         frames.append(pd.DataFrame([r.as_record() for r in extra], columns=COLUMNS))
@@ -93,6 +94,7 @@ def aggregate(paths: list[Path], out: Path, extra: Sequence[Row] = ()) -> pd.Dat
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out, index=False)
-    reps = [read_reps(Path(p).parent / REPS_NAME) for p in paths]
-    pd.concat(reps, ignore_index=True).to_csv(out.parent / REPS_NAME, index=False)
+    reps = [r for r in (read_reps(Path(p).parent / REPS_NAME) for p in paths) if not r.empty]
+    merged = pd.concat(reps, ignore_index=True) if reps else pd.DataFrame(columns=REPS_COLUMNS)
+    merged.to_csv(out.parent / REPS_NAME, index=False)
     return frame
