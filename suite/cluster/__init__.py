@@ -1,5 +1,5 @@
-"""Sweeps on a SLURM cluster: the Hydra launcher fusebench uses there (`suite.cluster.launcher`), the check of its
-request before any job is queued (`suite.cluster.request`), the watch that tells a lost or cancelled job from a
-running one (`suite.cluster.watch`), and a single-node SLURM on the local machine to test all of it against
-(`suite.cluster.local`, `nox -s slurm`).
+"""Sweeps on a SLURM cluster, through hydra-submitit-launcher (`hydra/launcher=slurm`): the check of what the
+sweep asks SLURM for before any job is queued (`suite.cluster.request`), the watch that tells a cancelled or
+lost job from a running one (`suite.cluster.watch`), and a single-node SLURM on this machine to try the launcher
+and to test it against (`suite.cluster.local`, `nox -s slurm`).
 """
