@@ -35,13 +35,31 @@ def test_a_backend_that_cannot_load_is_skipped_with_its_reason(monkeypatch: pyte
 def test_the_stack_report_names_the_gpu_and_a_toolkit_newer_than_the_driver() -> None:
     gpu = {"name": "NVIDIA H200", "compute_capability": "9.0", "sms": 132, "l2_bytes": 60 * 2**20,
            "cuda_version": "13.0", "driver_version": "580.65", "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980}  # fmt: skip
+    line, warnings = stack.compile_paths("13.0", {"nvrtc": "13.5", "nvvm": "13.5", "nvjitlink": ""})
     found = stack.Stack(gpu, {"torch": "2.11.0", "torch_cuda": "13.0", "numpy": "2.5.0"},
-                        {"triton": ["native", "ok"], "numba": ["unavailable", "numba.cuda failed"]},
-                        [stack.newer_than_driver("numba-cuda's NVVM", "13.5", "13.0")])  # fmt: skip
+                        {"triton": ["native", "ok"], "numba": ["unavailable", "numba.cuda failed"]}, [], line,
+                        warnings)  # fmt: skip
     text = "\n".join(stack.lines(found))
     assert "NVIDIA H200 (sm_90), 132 SMs, L2 60 MiB" in text and "driver    580.65, CUDA 13.0" in text
     assert "run natively: triton" in text and "skipped   numba: numba.cuda failed" in text
-    assert "numba-cuda's NVVM 13.5 is newer than the driver's CUDA 13.0" in text
+    assert "compile   CuPy SASS from NVRTC 13.5, Triton SASS from its own ptxas, numba-cuda PTX from NVVM 13.5" in text
+    (warning,) = [line for line in text.splitlines() if line.startswith("warning")]
+    assert warning.startswith("warning   numba: numba-cuda's PTX from NVVM 13.5 is newer than the driver's CUDA 13.0")
+    assert "nvidia-nvjitlink>=13.5" in warning
+
+
+@pytest.mark.parametrize(
+    ("driver", "toolkit", "risky"),
+    [("13.0", {"nvrtc": "13.5", "nvvm": "13.5", "nvjitlink": "13.5"}, set()),  # SASS: a newer minor loads
+     ("13.0", {"nvrtc": "13.0", "nvvm": "13.0", "nvjitlink": ""}, set()),  # PTX of the driver's own version
+     ("13.0", {"nvrtc": "13.5", "nvvm": "12.8", "nvjitlink": "", "cupy_ptx": "1"}, {"cupy"}),
+     ("12.8", {"nvrtc": "13.0", "nvvm": "13.0", "nvjitlink": "13.0"}, {"cupy", "numba"})],  # a newer major
+    ids=["sass-minor-newer", "ptx-same", "cupy-ptx-newer", "major-newer"],
+)  # fmt: skip
+def test_no_kernel_is_left_to_the_driver_jit_compiling_newer_ptx(driver: str, toolkit: dict, risky: set) -> None:
+    line, warnings = stack.compile_paths(driver, toolkit)
+    assert set(warnings) == risky, warnings
+    assert line.endswith(f"driver CUDA {driver}") and line.count("numba-cuda") == 1
 
 
 GPU_TESTS = [f"tests/test_gpu_device.py::test_every_cuda_kernel_is_right_on_the_device[{f}]" for f in plan.FAMILIES]
@@ -85,6 +103,7 @@ def test_torch_compile_is_built_at_each_summary_case_and_skipped_with_a_reason_e
 def test_a_plan_over_its_budget_does_not_start_without_over_budget(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     monkeypatch.setitem(plan.BUDGET_S, "quick", 10.0)
+    monkeypatch.setattr(plan, "collect_tests", lambda args: GPU_TESTS[:3])  # no pytest collection three times
     monkeypatch.setattr(main.stack, "probe_child", lambda: stack.Stack(gpu={"name": "NVIDIA H200"}))
     started = []
     monkeypatch.setattr(main, "run", lambda *args: started.append(args) or 0)

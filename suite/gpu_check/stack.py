@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,11 @@ class Stack:
     backends: dict[str, list[str]] = field(default_factory=dict)
     """backend -> [mode, reason] of its CUDA target, or ["unavailable", why its package did not import]."""
     notes: list[str] = field(default_factory=list)
-    """One line each: toolkits newer than the driver, a library a backend needs that does not load."""
+    """One line each: a library a backend needs that does not load."""
+    compile: str = ""
+    """How each backend's kernels reach the device (SASS or PTX the driver compiles), against the driver's CUDA."""
+    warnings: dict[str, str] = field(default_factory=dict)
+    """backend -> why its kernels will not load here though it runs natively (PTX newer than the driver)."""
 
     @property
     def native(self) -> list[str]:
@@ -98,35 +103,77 @@ def _backends() -> dict[str, list[str]]:
     return found
 
 
-def _toolkit_notes(gpu: dict[str, Any], packages: dict[str, str]) -> list[str]:
-    """One line per toolkit newer than the driver's CUDA: PTX from it cannot be JIT-compiled by the driver."""
-    driver_cuda = gpu.get("cuda_version")
-    if not driver_cuda:
-        return []
-    toolkits = {}
+TOOLKIT = {"nvrtc": "nvidia-cuda-nvrtc", "nvvm": "nvidia-nvvm", "nvjitlink": "nvidia-nvjitlink"}
+"""The CUDA compilers the backends load, by the wheels that bring them (a system toolkit is asked directly)."""
+
+
+def _toolkit() -> dict[str, str]:
+    """Version (major.minor) of NVRTC, NVVM and nvJitLink as installed; "" where absent. `nvjitlink` only where
+    numba-cuda would link through it (its own test: the library loads and is 12.3 or newer)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name, dist in TOOLKIT.items():
+        try:
+            found[name] = ".".join(version(dist).split(".")[:2])
+        except PackageNotFoundError:
+            found[name] = ""
     with contextlib.suppress(Exception):
         from cupy.cuda import nvrtc
 
-        major, minor = nvrtc.getVersion()
-        toolkits["CuPy's NVRTC"] = f"{major}.{minor}"
-    with contextlib.suppress(Exception):
-        from numba.cuda.cudadrv import nvvm
+        found["nvrtc"] = "{}.{}".format(*nvrtc.getVersion())  # what CuPy really loads, wheel or toolkit
+    try:
+        from numba.cuda.cudadrv import driver as numba_driver
 
-        toolkits["numba-cuda's NVVM"] = ".".join(map(str, nvvm.NVVM().get_version()))
-    if packages.get("torch_cuda", "").split(" ")[0][:1].isdigit():
-        toolkits["torch's CUDA"] = packages["torch_cuda"]
-    return [newer_than_driver(name, version, driver_cuda) for name, version in toolkits.items()
-            if _key(version) > _key(driver_cuda)]  # fmt: skip
+        if not numba_driver._have_nvjitlink():
+            found["nvjitlink"] = ""
+    except Exception:
+        found["nvjitlink"] = ""
+    found["cupy_ptx"] = "1" if os.environ.get("CUPY_COMPILE_WITH_PTX", "0") not in ("", "0") else ""
+    return found
+
+
+def compile_paths(driver_cuda: str, toolkit: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """How each CUDA backend's kernels reach the device, in one line, and a warning per backend whose kernels
+    would need the driver to JIT-compile PTX newer than the driver (which it refuses: they cannot load).
+
+    SASS (a cubin for this GPU) loads on any driver of the same CUDA major version; PTX is compiled by the
+    driver, which reads only the PTX of its own CUDA version and older."""
+    risky: dict[str, str] = {}
+    paths = []
+    nvrtc, nvvm, nvjitlink = toolkit.get("nvrtc", ""), toolkit.get("nvvm", ""), toolkit.get("nvjitlink", "")
+    if toolkit.get("cupy_ptx"):
+        paths.append(f"CuPy PTX from NVRTC {nvrtc or '?'} (CUPY_COMPILE_WITH_PTX)")
+        if nvrtc and _key(nvrtc) > _key(driver_cuda):
+            risky["cupy"] = _ptx_newer("CuPy's", "NVRTC", nvrtc, driver_cuda, "unset CUPY_COMPILE_WITH_PTX")
+    else:
+        paths.append(f"CuPy SASS from NVRTC {nvrtc or '?'}")
+        if nvrtc and _key(nvrtc)[:1] > _key(driver_cuda)[:1]:
+            risky["cupy"] = _major_newer("NVRTC", nvrtc, driver_cuda)
+    paths.append("Triton SASS from its own ptxas")
+    if nvjitlink:
+        paths.append(f"numba-cuda SASS linked by nvJitLink {nvjitlink} (NVVM {nvvm or '?'})")
+        if _key(nvjitlink)[:1] > _key(driver_cuda)[:1]:
+            risky["numba"] = _major_newer("nvJitLink", nvjitlink, driver_cuda)
+    else:
+        paths.append(f"numba-cuda PTX from NVVM {nvvm or '?'}, JIT-compiled by the driver (no nvJitLink)")
+        if nvvm and _key(nvvm) > _key(driver_cuda):
+            risky["numba"] = _ptx_newer("numba-cuda's", "NVVM", nvvm, driver_cuda,
+                                        f"pip install 'nvidia-nvjitlink>={nvvm}' to link SASS instead")  # fmt: skip
+    return f"{', '.join(paths)}; driver CUDA {driver_cuda or '?'}", risky
+
+
+def _ptx_newer(owner: str, compiler: str, version: str, driver_cuda: str, fix: str) -> str:
+    return (f"{owner} PTX from {compiler} {version} is newer than the driver's CUDA {driver_cuda}, which cannot "
+            f"JIT-compile it: its kernels will not load ({fix})")  # fmt: skip
+
+
+def _major_newer(compiler: str, version: str, driver_cuda: str) -> str:
+    return f"{compiler} {version} builds for a newer CUDA major version than the driver's {driver_cuda}: kernels will not load"
 
 
 def _key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-
-
-def newer_than_driver(toolkit: str, version: str, driver_cuda: str) -> str:
-    return (f"{toolkit} {version} is newer than the driver's CUDA {driver_cuda}: its PTX cannot be JIT-compiled "
-            "here, so kernels must load as SASS built for this GPU (CuPy and Triton compile to a cubin; numba-cuda "
-            "links through nvJitLink where installed); a kernel left as PTX fails with that reason")  # fmt: skip
 
 
 def _library_notes(backends: dict[str, list[str]]) -> list[str]:
@@ -147,8 +194,12 @@ def probe() -> Stack:
     packages = _versions()
     gpu = _gpu()
     backends = _backends()
-    notes = _toolkit_notes(gpu, packages) + _library_notes(backends)
-    return Stack(gpu, packages, backends, notes)
+    toolkit = _toolkit()
+    packages.update({f"toolkit_{k}": v for k, v in toolkit.items()})
+    compile_line, warnings = compile_paths(str(gpu.get("cuda_version", "")), toolkit)
+    if not gpu.get("cuda_version"):
+        warnings = {}  # no driver to compare with: the line says what would be compiled, nothing is at risk here
+    return Stack(gpu, packages, backends, _library_notes(backends), compile_line, warnings)
 
 
 def probe_child(timeout_s: float = 300.0) -> Stack:
@@ -181,7 +232,9 @@ def lines(stack: Stack) -> list[str]:
            f"CuPy      {have('cupy-cuda13x')}, numba-cuda {have('numba-cuda')} (Numba {have('numba')}), "
            f"NumPy {have('numpy')}, Hydra {have('hydra-core')}",
            f"backends  run natively: {', '.join(stack.native) or 'none'}"]  # fmt: skip
+    out += [f"compile   {stack.compile}"] if stack.compile else []
     out += [f"skipped   {b}: {why}" for b, why in stack.skipped.items()]
+    out += [f"warning   {b}: {why}" for b, why in sorted(stack.warnings.items())]
     out += [f"note      {n}" for n in stack.notes]
     return out
 
