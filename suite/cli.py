@@ -110,6 +110,8 @@ def _one_line(exc: BaseException) -> str:
     missing = re.search(r"Could not find '(\w+)/([^']*)'.*?Available options in '\w+': (.*?) Config search path", text)
     if missing:
         group, name, options = missing.groups()
+        if group == "scenario":  # every registered family, and any that failed to load with its error
+            return scenarios.unknown(name)
         valid = ", ".join(o for o in options.split() if not o.startswith("base_"))
         return f"unknown {group} '{name}'; valid: {valid}"
     return re.sub(r" ?Set the environment variable HYDRA_FULL_ERROR=1.*$", "", text)
@@ -121,11 +123,27 @@ def open_options(args: list[str]) -> list[str]:
     return [f"++{a}" if a.startswith("backend_options.") else a for a in args]
 
 
+def import_plugins(args: list[str]) -> None:
+    """Import the modules `plugins=[...]` names before any config is composed, so that a family one of them
+    registers is selected by its name (`scenario=<name>`) like any other; ConfigError where one cannot be."""
+    import importlib
+
+    for arg in args:
+        if arg.lstrip("+").startswith("plugins="):
+            for module in filter(None, (m.strip() for m in arg.split("=", 1)[1].strip("[]").split(","))):
+                try:
+                    importlib.import_module(module)
+                except ImportError as exc:
+                    raise ConfigError(f"plugin '{module}' cannot be imported: {exc}") from None
+    scenarios.register_configs()
+
+
 def compose_jobs(args: list[str]) -> list[DictConfig]:
     """The config of every job the command would run (under `-m` a sweep expands to several), composed as Hydra
     will compose it; ConfigError (one line, naming the valid choices) on the first that cannot be."""
     from hydra import compose, initialize_config_dir
 
+    import_plugins(args)
     configs = []
     for overrides in job_overrides(open_options(args)):
         try:
@@ -136,13 +154,19 @@ def compose_jobs(args: list[str]) -> list[DictConfig]:
     return configs
 
 
+STRICT: list[bool] = []
+"""Whether the command's jobs all exit non-zero on a failing row (`strict`), as precheck composed them."""
+
+
 def precheck(args: list[str], keep: bool = False) -> None:
     """Compose and plan every job's config; raise ConfigError (one line) on the first problem. With `keep`,
     each job's run takes the plan made here instead of planning again."""
     from suite.run import progress, validate
 
     counts = []
-    for cfg in compose_jobs(args):
+    configs = compose_jobs(args)
+    STRICT[:] = [all(bool(cfg.get("strict", True)) for cfg in configs)]
+    for cfg in configs:
         p = validate.plan(cfg)
         counts.append(len(p.cases) * len(p.dtypes))
         if keep:
@@ -189,10 +213,24 @@ def _hydra_main(cfg: DictConfig) -> None:
     finalize(frame, outdir)
     if interrupted:
         sys.exit(130)
+    _exit_for_rows(bool(cfg.get("strict", True)))
+
+
+def _exit_for_rows(strict: bool) -> None:
+    """Exit with `outcome.FAILED` (3) where a row of the table just finished is `mismatch` or `error`, saying
+    so in one line; `strict=false` relaxes it."""
+    from suite.run import outcome
+
+    if code := outcome.status(strict):
+        count = outcome.failing(outcome._last[0])
+        print(f"fusebench: {count} row(s) mismatch or error: exit {code} (strict=false: exit 0)", file=sys.stderr)
+        sys.exit(code)
 
 
 def list_kernels() -> None:
-    """Print every scenario × backend × variant × device with whether and how it runs here."""
+    """Print, per scenario, backend and device, the variants it has kernels for and how they run here; then
+    every backend module and family that failed to load, with its error; then the backends' options. Without a
+    terminal (a pipe, a file, CI) the lines are not wrapped, one row a line."""
     from rich.console import Console
     from rich.table import Table
 
@@ -200,21 +238,27 @@ def list_kernels() -> None:
 
     targets.configure_emulation(True)
     reg = registry.discover()
-    table = Table(title="fusebench kernels on this machine")
-    for col in ("scenario", "backend", "device", "variant", "mode", "reason"):
+    table = Table(title="fusebench kernels on this machine (variants without a kernel are not listed)")
+    for col in ("scenario", "backend", "device", "mode", "variants", "reason"):
         table.add_column(col)
     for name, scn in sorted(scenarios.discover().items()):
         for backend in reg.backends():
-            devices = sorted(d for b, d in targets.TARGETS if b == backend) or ["-"]
-            for device in devices:
-                target = targets.TARGETS.get((backend, device))
-                avail = target.probe() if target else targets.Availability("unavailable", reg.load_errors[backend])
-                for variant in scn.variants:
-                    has = reg.get(registry.KernelKey(name, backend, variant, device)) is not None
-                    mode = avail.mode if has else "unsupported"
-                    table.add_row(name, backend, device, variant, mode, avail.reason if has else "no kernel")
-    Console().print(table)
-    Console().print(options_table())
+            for device in sorted(d for b, d in targets.TARGETS if b == backend):
+                has = [v for v in scn.variants if reg.get(registry.KernelKey(name, backend, v, device)) is not None]
+                if has:
+                    avail = targets.TARGETS[(backend, device)].probe()
+                    table.add_row(name, backend, device, avail.mode, ", ".join(has), avail.reason)
+    console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000)
+    console.print(table)
+    failed = Table(title="failed to load (left out of every run; a run that names one says why)")
+    for col in ("kind", "name", "error"):
+        failed.add_column(col)
+    for kind, errors in (("backend", reg.load_errors), ("scenario", scenarios.LOAD_ERRORS)):
+        for what, why in sorted(errors.items()):
+            failed.add_row(kind, what, why)
+    if failed.row_count:
+        console.print(failed)
+    console.print(options_table())
 
 
 def options_table() -> Any:
@@ -291,3 +335,5 @@ def main(argv: list[str] | None = None) -> None:
         _hydra_main()
     finally:  # a job failed or was killed: Hydra skipped the multirun's end, the rows that ran are merged here
         merge_unfinished()
+    if any(a in MULTIRUN_FLAGS for a in args):  # a single run exits from _hydra_main; a sweep from its merged table
+        _exit_for_rows(STRICT[0] if STRICT else True)

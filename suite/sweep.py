@@ -53,7 +53,7 @@ def finalize(frame: pd.DataFrame, outdir: Path, runs: list[store.Run] | None = N
     """Charts, report and the `latest` link for a finished (or interrupted) run or sweep. With `runs` that timed
     on different devices, one report over them with the device as the facet (suite.report.merged)."""
     from suite.report import facets, merged, plots, report
-    from suite.run import progress
+    from suite.run import outcome, progress
 
     if runs and len(runs) > 1 and facets.choose(runs, "auto")[0] == "device":
         merged.merge(runs, outdir, "device")
@@ -65,6 +65,7 @@ def finalize(frame: pd.DataFrame, outdir: Path, runs: list[store.Run] | None = N
             latest.unlink()
         latest.symlink_to(outdir.name, target_is_directory=True)
     progress.summary(frame, str(outdir))
+    outcome.record(frame)  # the command line's exit status reads it (suite.run.outcome)
 
 
 def job_dirs(sweep: Path) -> dict[int, Path]:

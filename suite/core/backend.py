@@ -166,6 +166,11 @@ class Backend:
         given = opts.get(name)
         return given if given is not None else next(o.default for o in self.schema() if o.name == name)
 
+    def in_force(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The options a kernel of this backend runs with: the defaults, replaced by what the run set (`given`);
+        options left to each kernel (None) are absent."""
+        return {**self.defaults(), **{k: v for k, v in (given or {}).items() if v is not None}}
+
     def check_options(self, given: Mapping[str, Any] | None) -> None:
         """Raise ConfigError naming the valid choices for an unknown option or a value out of range."""
         schema = {o.name: o for o in self.schema()}

@@ -29,6 +29,12 @@ FamilyEntry = Callable[..., Launcher]
 """entry(scenario: str, inputs, out, params, opts) -> Launcher: one implementation serving several scenarios."""
 
 
+class Unsupported(Exception):
+    """Raised by an entry that has no kernel for this case: `raise Unsupported("float16: no half tanh")` gives a
+    `skipped` row with that reason, not an `error`. For a dtype, a shape or an option the kernel cannot do; raised
+    while the entry prepares, before it returns a launcher."""
+
+
 def notes(launcher: Launcher) -> dict[str, Any]:
     """What `launcher` reported about itself while it ran (its `notes` attribute), or nothing."""
     found = getattr(launcher, "notes", None)

@@ -125,6 +125,10 @@ class Row:
     """The model whose published shapes set the case's axes (`model=llama3_8b`), empty for synthetic sizes."""
     layer: str = ""
     """Which of the model's layers the case stands for ('MLP up projection, bias+gelu epilogue')."""
+    backend_options: str = ""
+    """The backend's options in force, as JSON (sorted keys): its schema's defaults, replaced by what the run set
+    (`backend_options.<backend>.<option>`); options left to each kernel are absent (extra.launch says what it
+    chose). The row's `command` repeats those the run set."""
     device_name: str = ""
     throttled: str = ""
     """CUDA: the clock-throttle reasons NVML reported while the row was timed (empty: none, or no NVML)."""

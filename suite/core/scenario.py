@@ -191,11 +191,21 @@ def _load(name: str, load: Callable[[], Any]) -> None:
 
 
 def get(name: str) -> Scenario:
+    """The family registered as `name`; ConfigError naming every loaded family, and every one that failed to
+    load with its error (first, where it is the one asked for)."""
     scenarios = discover()
     if name not in scenarios:
-        failed = "".join(f"; {family} failed to load ({why})" for family, why in sorted(LOAD_ERRORS.items()))
-        raise ConfigError(f"unknown scenario '{name}'; valid: {', '.join(sorted(scenarios))}{failed}")
+        raise ConfigError(unknown(name))
     return scenarios[name]
+
+
+def unknown(name: str) -> str:
+    """The one line that refuses scenario `name`: its own import error where it failed to load, else the valid
+    names (in-tree and plug-in alike) and the families that failed to load, with why."""
+    if name in LOAD_ERRORS:
+        return f"scenario '{name}' failed to load: {LOAD_ERRORS[name]}"
+    failed = "".join(f"; {family} failed to load ({why})" for family, why in sorted(LOAD_ERRORS.items()))
+    return f"unknown scenario '{name}'; valid: {', '.join(sorted(discover()))}{failed}"
 
 
 UNKNOWN = Scenario()
@@ -207,11 +217,18 @@ def lookup(name: str) -> Scenario:
     return discover().get(name, UNKNOWN)
 
 
-def register_configs() -> None:
-    """Store each scenario's structured config in Hydra's ConfigStore as `scenario/base_<name>`."""
+def register_configs(conf: Path | None = None) -> None:
+    """Store each scenario's structured config in Hydra's ConfigStore as `scenario/base_<name>`, and, for a family
+    with no YAML file of its own under `conf/scenario/` (a plug-in's), its node as `scenario/<name>` too: every
+    family is selected by its registered name (`scenario=<name>`), whatever its origin. A family without a
+    structured config gets a node of its name and its axes, each null (the preset's values)."""
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
+    yaml_dir = (conf or Path(__file__).resolve().parents[2] / "conf") / "scenario"
     for name, scn in discover().items():
         if scn.config is not None:
             store.store(group="scenario", name=f"base_{name}", node=scn.config)
+        if not (yaml_dir / f"{name}.yaml").exists():
+            node = scn.config(name=name) if scn.config is not None else {"name": name, **dict.fromkeys(scn.axes)}
+            store.store(group="scenario", name=name, node=node)

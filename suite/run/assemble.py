@@ -7,9 +7,11 @@ reason are the stages' outcome, and the provenance (device name, command, run id
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from typing import Any
 
+from suite.core.backend import BACKENDS
 from suite.core.registry import KernelKey
 from suite.core.row import COLUMNS, Row, params_json
 from suite.core.targets import COMPILE, EMULATED, NATIVE
@@ -21,7 +23,7 @@ HOST_NAMES = {EMULATED: "host (emulated)", COMPILE: "sm_90 (compiled, not run)"}
 """What ran a kernel that did not run natively on its device."""
 
 _OWN = {"scenario", "params", "dtype", "backend", "device", "variant", "status", "reason", "mode", "extra", "size",
-        "seed", "model", "layer", "versions", "git_rev", "run_id", "device_name", "command"}  # fmt: skip
+        "seed", "model", "layer", "versions", "git_rev", "run_id", "device_name", "command", "backend_options"}  # fmt: skip
 _FROM_STAGES = set(COLUMNS) - _OWN
 """Columns a stage's field of the same name fills; the others are the key, the outcome, `extra` and the case's."""
 
@@ -47,12 +49,20 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
         extra["memory_basis"] = stages.memory_comparison.basis
     mode = stages.mode
     device_name = case.device_names.get(key.device, "") if mode == NATIVE else HOST_NAMES.get(mode, "")
-    command = provenance.command(key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant)
+    given = dict(case.backend_options.get(key.backend) or {})
+    command = provenance.command(key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant,
+                                 given)  # fmt: skip
+    backend = BACKENDS.get(key.backend)
+    in_force = backend.in_force(given) if backend is not None else given
     return Row(scenario=key.scenario, params=params_json(case.params), dtype=case.dtype, backend=key.backend,
                device=key.device, variant=key.variant, status=status, reason=reason, mode=mode, size=case.size,
                seed=case.seed, model=case.model, layer=case.layer, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
-               device_name=device_name, command=command, extra=extra,
+               device_name=device_name, command=command, extra=extra, backend_options=_json(in_force),
                **_repetitions(stages), **values)  # fmt: skip
+
+
+def _json(options: dict[str, Any]) -> str:
+    return json.dumps(options, sort_keys=True, default=str) if options else ""
 
 
 def _repetitions(stages: Stages) -> dict[str, Any]:

@@ -16,6 +16,13 @@ of the shared stream: one with a kernel elsewhere, outside the timer's events, i
 
 CUDA kernels without a GPU run in emulation (on a slice of the case where it is large) for numerics only; their
 resources are still those of the case's kernels.
+
+Kernels are held honest, plug-ins included (leaderboards were won by kernels that wrote their inputs, replayed a
+cached result or patched the timer): an implementation whose call changed an input is an `error` naming it; one
+run natively is built once more on fresh inputs of the same shape (another seed) and must match their own
+reference, or it is a `mismatch` (its output does not follow its inputs); one that replaced the suite's timer is
+an `error` naming what (`suite.run.timing.tampered`). An entry that raises `registry.Unsupported` (no kernel for
+this dtype or shape) gives a `skipped` row with its reason.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import Params, Scenario
 from suite.gpu import resources
-from suite.run import faults, footprint, slowdown, stream_check
+from suite.run import faults, footprint, slowdown, stream_check, timing
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
 
@@ -48,13 +55,20 @@ class Inputs:
     def __init__(self, scn: Scenario, dtype: str, seed: int) -> None:
         self.scn, self.dtype, self.seed, self.cache = scn, dtype, seed, {}
 
-    def get(self, params: Params) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
-        key = params_json(params)
+    def get(self, params: Params, fresh: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        """The case's inputs, reference and tolerance; with `fresh`, another draw of the same shapes (another
+        seed), made once per case for the check that an output follows its inputs."""
+        key = (params_json(params), fresh)
         if key not in self.cache:
-            inputs = self.scn.make_inputs(params, self.dtype, np.random.default_rng(self.seed))
+            seed = self.seed if not fresh else (self.seed ^ FRESH_SEED)
+            inputs = self.scn.make_inputs(params, self.dtype, np.random.default_rng(seed))
             ref = self.scn.reference(inputs, params)
             self.cache[key] = (inputs, ref, self.scn.tolerance(inputs, params, self.dtype, ref))
         return self.cache[key]
+
+
+FRESH_SEED = 0x5EED
+"""Mixed into the case's seed for its second draw of inputs (the check that an output follows its inputs)."""
 
 
 def availability(key: KernelKey, job: Job) -> Availability:
@@ -104,14 +118,21 @@ def build_and_check(
     launcher = device_out = out = compile_ms = None
     failed: tuple[str, str] | None = None
     out_of_memory = False
+    timing.restore()  # whatever an import or an earlier implementation replaced, this one is judged alone
     try:
-        launcher, device_out = _build(key, avail, job, scn, params, inputs, specs)
+        private = {name: np.array(a) for name, a in inputs.items()}  # a host target's asarray may not copy
+        launcher, device_out, dev_inputs = _build(key, avail, job, scn, params, private, specs)
         compile_ms = _first_launch(launcher, target, mode)
         out = np.asarray(target.to_host(device_out))
-    except targets.NotRunnable as exc:
+        if written := _written(inputs, dev_inputs, target):
+            failed = ("error", written)
+    except (targets.NotRunnable, registry.Unsupported) as exc:
         failed = ("skipped", str(exc))
     except Exception as exc:
         failed, out_of_memory = _failure(key, exc)
+    if replaced := timing.tampered():
+        timing.restore()
+        failed = ("error", f"the implementation replaced the suite's timer ({', '.join(replaced)})")
     if failed and out_of_memory:  # free memory read once the attempt's buffers are dropped (its traceback held them)
         launcher = device_out = None
         failed = ("error", f"{footprint.out_of_memory(scn, params, job.dtype, key.variant, target)} ({failed[1]})")
@@ -126,12 +147,70 @@ def build_and_check(
         notes = {**notes, "stream": discipline.note}
         if discipline.ok is False:
             status, reason = "error", discipline.reason
+    if status == "ok" and mode == targets.NATIVE:
+        status, reason = _follows_inputs(key, avail, job, scn, data, params)
     if mode == targets.EMULATED and not reason:
         where = f" on the slice {built.checked_params}" if built.checked_params else " on the whole case"
         reason = f"{target.probe().reason}; numerics checked{where}"
+    if mode == targets.NATIVE:
+        notes = {**notes, "input_sets": input_sets(job.timing.input_sets, inputs, out)}
     rebuild = rebuilder(key, avail, job, scn, data, params, out) if status == "ok" and mode == targets.NATIVE else None
     return replace(built, status=status, reason=reason, compile_ms=compile_ms, max_rel_err=max_rel_err, out=out,
                  launcher=launcher, notes=notes, rebuild=rebuild), found  # fmt: skip
+
+
+def _written(inputs: dict[str, np.ndarray], dev_inputs: dict[str, Any], target: targets.Target) -> str:
+    """Why the call is an `error` where it changed an input (read back from the device, held to the host copy
+    it was made from, bit for bit), naming the input; empty where none changed."""
+    for name, a in inputs.items():
+        got = np.asarray(target.to_host(dev_inputs[name]))
+        if got.shape != a.shape or not np.array_equal(got, a, equal_nan=True):
+            changed = int(np.count_nonzero(~_same(got, a))) if got.shape == a.shape else a.size
+            return f"the kernel wrote its input '{name}' ({changed} of {a.size} elements changed)"
+    return ""
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    both_nan = np.isnan(a) & np.isnan(b) if np.issubdtype(a.dtype, np.floating) else np.zeros(a.shape, bool)
+    return (a == b) | both_nan
+
+
+def _follows_inputs(key: KernelKey, avail: Availability, job: Job, scn: Scenario, data: Inputs,
+                    params: Params) -> tuple[str, str]:  # fmt: skip
+    """('ok', '') where the implementation, built again on a fresh draw of inputs of the same shapes, matches
+    their own reference: a kernel that caches or replays a result (keyed by shape, by a global, by anything but
+    the values) is a `mismatch` saying so. One more build and call per implementation; the fresh reference is
+    made once per case."""
+    target = avail.target
+    assert target is not None
+    inputs, ref, tol = data.get(params, fresh=True)
+    try:
+        launcher, device_out, _ = _build(key, avail, job, scn, params, {n: np.array(a) for n, a in inputs.items()}, [])
+        launcher()
+        target.synchronize()
+        got = np.asarray(target.to_host(device_out))
+    except Exception as exc:
+        fault = faults.classify(exc) if key.device == "cuda" else None
+        if fault is not None and fault.sticky:
+            raise faults.ContextLost(fault.what, fault.detail) from exc
+        return "error", f"on fresh inputs of the same shape: {type(exc).__name__}: {exc}".splitlines()[0]
+    _, problem = numerics.judge(got, ref, tol)
+    if problem:
+        return "mismatch", f"output does not follow its inputs: on fresh inputs of the same shape, {problem}"
+    return "ok", ""
+
+
+ROTATION_BUDGET = 64 << 20
+"""Bytes the input sets a timing block rotates through may hold together (inputs and output of each): about
+twice a CPU's last-level cache and more than an H100's L2, so small cases rotate and large ones, already
+beyond any cache, take one set per block."""
+
+
+def input_sets(wanted: int, inputs: dict[str, np.ndarray], out: np.ndarray | None) -> int:
+    """How many sets of buffers a timing block rotates through: `wanted` (timing.input_sets), fewer where they
+    would not fit ROTATION_BUDGET together, at least one."""
+    per_set = sum(a.nbytes for a in inputs.values()) + (out.nbytes if out is not None else 0)
+    return max(1, min(int(wanted), ROTATION_BUDGET // max(per_set, 1)))
 
 
 OFFSET_STEP = 1088
@@ -153,17 +232,21 @@ def rebuilder(key: KernelKey, avail: Availability, job: Job, scn: Scenario, data
               checked: np.ndarray) -> Any:  # fmt: skip
     """`rebuild(block)`: the implementation built again on fresh buffers (inputs copied to `offset_copy`s, a new
     poisoned output), run once, and its output held to the one already checked (on a sample of it: the values
-    must not depend on where they live). Timing blocks draw on it (`suite.run.timing.measure_blocks`)."""
+    must not depend on where they live). Timing blocks draw on it (`suite.run.timing.measure_blocks`); a block's
+    j-th extra input set (block + j·`timing.SET_STRIDE`) is None where j + 1 sets would not fit (`input_sets`)."""
     target = avail.target
     assert target is not None
 
     def rebuild(block: int) -> Any:
+        inputs, _, _ = data.get(params)
+        if block // timing.SET_STRIDE + 1 > input_sets(job.timing.input_sets, inputs, checked):
+            return None
         if reason := footprint.guard(scn, params, job.dtype, key.variant, target):
             raise MemoryError(f"no fresh set of buffers: {reason}")
         inputs, _, tol = data.get(params)
         host = {name: offset_copy(a, block) for name, a in inputs.items()}
         try:
-            launcher, device_out = _build(key, avail, job, scn, params, host, [])
+            launcher, device_out, _ = _build(key, avail, job, scn, params, host, [])
             launcher()
             target.synchronize()
             got = np.asarray(target.to_host(device_out))
@@ -213,9 +296,10 @@ def _failure(key: KernelKey, exc: Exception) -> tuple[tuple[str, str], bool]:
 
 
 def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params: Params,
-           inputs: dict[str, np.ndarray], specs: list) -> tuple[Any, Any]:  # fmt: skip
-    """The entry's launcher and the poisoned output buffer it writes, the kernels it builds recorded. The uploads
-    and the poison are complete before the entry is built (it may launch) or its launcher first runs."""
+           inputs: dict[str, np.ndarray], specs: list) -> tuple[Any, Any, dict[str, Any]]:  # fmt: skip
+    """The entry's launcher, the poisoned output buffer it writes and the inputs on the device, the kernels it
+    builds recorded. The uploads and the poison are complete before the entry is built (it may launch) or its
+    launcher first runs."""
     target = avail.target
     assert target is not None
     dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
@@ -233,7 +317,7 @@ def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params:
 
             spin = lambda ns: cuda_driver.spin(opts["stream"], ns)
         launcher = slowdown.slowed(launcher, fraction, target.synchronize, spin)
-    return launcher, out
+    return launcher, out, dev_inputs
 
 
 def _first_launch(launcher: Any, target: targets.Target, mode: str) -> float | None:

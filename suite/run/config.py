@@ -25,6 +25,10 @@ class TimingConfig:
     """Blocks of rounds at the least, each on a fresh set of buffers (suite.run.timing.measure_blocks): what one
     set of buffers fixes for a kernel's time is sampled, and the intervals widen by it (suite.core.resample)."""
     max_blocks: int = 12
+    input_sets: int = 4
+    """Sets of input buffers each block's repetitions rotate through, one per round, where the sets together fit
+    `suite.run.check.ROTATION_BUDGET` (extra.input_sets says how many a row got): a kernel never times on the
+    buffers it ran on the round before, so a result it kept for them (or their data hot in cache) cannot win."""
     precision: float = 0.02
     """Blocks are added past `min_blocks` until every implementation's 95% interval of its time has a relative
     half-width at most this (the row's `precision` says what it got), or `max_budget_s` is spent."""
@@ -123,6 +127,9 @@ class BenchConfig:
     """With a model: the attention's sequence length; 0: `tokens`, capped at the model's context."""
     layer: str = ""
     """Which layer of the model a case stands for (set by the `model_*` experiments), recorded in every row."""
+    strict: bool = True
+    """Exit with status 3 when any row is `mismatch` or `error` (see README "Exit status"); false: exit 0 whatever
+    the rows say, for exploratory sweeps."""
 
 
 def sequence(tokens: int, seq_len: int, context: int) -> int:

@@ -91,9 +91,13 @@ class Case:
     """The name of each device kernels run natively on (the CPU's model, the GPU's)."""
     model: str = ""
     layer: str = ""
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    """`backend_options.<backend>.<option>` as the run set them: every row records those of its backend in force,
+    and its reproduce command repeats them."""
 
     @classmethod
     def lost(cls, job: Job) -> Case:
         scn = SCENARIOS.get(job.scenario)
         size = scn.size(job.params) if scn is not None else None
-        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id, model=job.model, layer=job.layer)
+        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id, model=job.model, layer=job.layer,
+                   backend_options=job.backend_options)  # fmt: skip

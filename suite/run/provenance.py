@@ -9,6 +9,7 @@ import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, distributions, version
 from pathlib import Path
 from typing import Any
@@ -141,9 +142,18 @@ def _override(key: str, value: Any) -> str:
     return f"{key}={value}" if key else str(value)
 
 
-def command(scenario: str, params: dict[str, Any], dtype: str, backend: str, device: str, variant: str) -> str:
-    """A command line that reruns exactly this (case, implementation)."""
+def command(scenario: str, params: dict[str, Any], dtype: str, backend: str, device: str, variant: str,
+            options: Mapping[str, Any] | None = None) -> str:  # fmt: skip
+    """A command line that reruns exactly this (case, implementation), with the backend's `options` the run set
+    (`backend_options.<backend>.<option>=<value>`, each as the command line writes it)."""
     parts = ["python", "-m", "suite", f"scenario={scenario}"]
     parts += [_override(f"scenario.{k}", v) for k, v in params.items()]
     parts += [f"dtype={dtype}", f"backends=[{backend}]", f"device={device}", f"variants=[{variant}]"]
+    parts += [_override(f"backend_options.{backend}.{k}", _value(v)) for k, v in sorted((options or {}).items())
+              if v is not None]  # fmt: skip
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def _value(value: Any) -> Any:
+    """`value` as a Hydra override writes it: booleans in lower case, the rest as Python prints them."""
+    return str(value).lower() if isinstance(value, bool) else value

@@ -11,11 +11,18 @@ buffer larger than the last-level cache before every repetition. On CUDA, events
 every backend launches on, L2 is flushed (by reading) before every repetition, and a spin kernel ahead of every
 start event keeps the host's launch overhead out of the window (`CudaClock.time`); `CudaClock.time_paced` times
 the same launcher with the GPU waiting on the host, so the launch overhead can be measured apart (graph timing).
+
+Within a block, each implementation's rounds rotate through several sets of input buffers (`timing.input_sets`,
+where they fit: `suite.run.check.rebuilder`), one set per round, chosen outside the timed window. A plug-in never
+reaches the timer: its launcher is called between the suite's readings and what it returns is ignored, and the
+clocks call the functions captured here when the suite was imported (`genuine`), so replacing `time.perf_counter_ns`
+or a clock's method changes no reading; `tampered` says what was replaced, `restore` puts it back.
 """
 
 from __future__ import annotations
 
 import time
+import types
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -95,9 +102,9 @@ class CpuClock:
     def time(self, launch: Launcher) -> float:
         if self.flush_buffer is not None:
             self.flush()
-        start = time.perf_counter_ns()
+        start = _now()
         launch()
-        return (time.perf_counter_ns() - start) / 1e6
+        return (_now() - start) / 1e6
 
 
 class CudaClock:
@@ -170,30 +177,73 @@ class CudaClock:
 
 Clock = CpuClock | CudaClock
 
+_now = time.perf_counter_ns
+"""The CPU clock's reading, captured as the suite is imported: a later `time.perf_counter_ns = ...` is not seen."""
+GENUINE: dict[tuple[type, str], Any] = {(c, m): c.__dict__[m] for c, m in
+                                        ((CpuClock, "time"), (CudaClock, "time"), (CudaClock, "time_paced"))}  # fmt: skip
+"""The clocks' methods as this module defines them: what every repetition is timed with."""
+
+
+def tampered() -> list[str]:
+    """What an implementation replaced of the suite's timer: a clock's method, or the clock reading (here or in
+    `time`); empty when nothing was."""
+    found = [f"{c.__name__}.{m}" for (c, m), fn in GENUINE.items() if c.__dict__.get(m) is not fn]
+    for name, fn in (("suite.run.timing._now", _now), ("time.perf_counter_ns", time.perf_counter_ns),
+                     ("time.monotonic", time.monotonic)):  # fmt: skip
+        if not (isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__self__", None) is time):
+            found.append(name)
+    return found
+
+
+def restore() -> None:
+    """Put back whatever `tampered` names."""
+    global _now
+    for (c, m), fn in GENUINE.items():
+        setattr(c, m, fn)
+    for name in ("perf_counter_ns", "monotonic"):
+        fn = getattr(time, name)
+        if not (isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__self__", None) is time):
+            setattr(time, name, _TIME[name])
+    _now = _TIME["perf_counter_ns"]
+
+
+_TIME = {"perf_counter_ns": time.perf_counter_ns, "monotonic": time.monotonic}
+
+
+def _timer(clock: Any) -> Callable[[Launcher], float]:
+    """The clock's `time`, as this module defines it for the suite's clocks (a test's own clock: its own)."""
+    fn = GENUINE.get((type(clock), "time"))
+    return (lambda launch: fn(clock, launch)) if fn is not None else clock.time
+
 
 def measure_interleaved(launchers: dict[Hashable, Launcher], clock: Clock, cfg: TimingConfig) -> dict[Hashable, Timing]:
     """Time every launcher round-robin until the budget (per launcher) is spent or max_reps is reached: one block
     on the launchers' own buffers (ceilings, graph replays)."""
     results = {k: Timing() for k in launchers}
-    _block(launchers, results, clock, 0, cfg.budget_s, cfg.min_reps, cfg.max_reps, cfg.warmup)
+    _block({k: [v] for k, v in launchers.items()}, results, clock, 0, cfg.budget_s, cfg.min_reps, cfg.max_reps,
+           cfg.warmup)  # fmt: skip
     return results
 
 
-def _block(launchers: dict[Hashable, Launcher], results: dict[Hashable, Timing], clock: Clock, block: int,
+def _block(sets: dict[Hashable, list[Launcher]], results: dict[Hashable, Timing], clock: Clock, block: int,
            budget_s: float, min_reps: int, max_reps: int, warmup: int) -> float:  # fmt: skip
-    """Warm up, then round-robin rounds (order rotated each round) until `budget_s` per launcher is spent and
-    `min_reps` are done, or `max_reps`; the rounds' seconds."""
-    keys = list(launchers)
+    """Warm up every set, then round-robin rounds (order rotated each round; each key's set rotated each round,
+    outside the timed window) until `budget_s` per key is spent and `min_reps` are done, or `max_reps`; the
+    rounds' seconds."""
+    keys = list(sets)
+    timer = _timer(clock)
     for _ in range(warmup):
         for k in keys:
-            clock.time(launchers[k])
+            for launch in sets[k]:
+                timer(launch)
     started = time.monotonic()
     budget = budget_s * len(keys)
     for rounds in range(1, max_reps + 1):
         for k in keys:
-            begin = time.perf_counter_ns()
-            ms = clock.time(launchers[k])
-            results[k].add(ms, block, begin, time.perf_counter_ns())
+            launch = sets[k][rounds % len(sets[k])]
+            begin = _now()
+            ms = timer(launch)
+            results[k].add(ms, block, begin, _now())
             results[k].late += bool(getattr(clock, "last_late", False))
         keys = keys[1:] + keys[:1]
         if rounds >= min_reps and time.monotonic() - started >= budget:
@@ -203,7 +253,10 @@ def _block(launchers: dict[Hashable, Launcher], results: dict[Hashable, Timing],
 
 Builder = Callable[[int, Hashable], Launcher | None]
 """`rebuild(b, key)`: key's launcher on a fresh set of buffers for block b (b ≥ 1; block 0 times the launchers as
-first built), or None where it could not be built again (the first launcher is then timed again)."""
+first built), or None where it could not be built again (the first launcher is then timed again). The j-th extra
+set a block rotates through is `rebuild(b + j·SET_STRIDE, key)`, None where it does not fit."""
+SET_STRIDE = 1000
+"""Block numbers of a block's extra input sets: b + j·SET_STRIDE (j ≥ 1), each at an offset of its own."""
 
 
 def measure_blocks(launchers: dict[Hashable, Launcher], clock: Clock, cfg: TimingConfig, rebuild: Builder | None = None,
@@ -218,21 +271,37 @@ def measure_blocks(launchers: dict[Hashable, Launcher], clock: Clock, cfg: Timin
     fixed = fixed or {}
     current = dict(launchers)
     results = {k: Timing() for k in [*current, *fixed]}
+    extra: dict[Hashable, list[Launcher]] = {k: [] for k in current}
     blocks = max(1, cfg.min_blocks) if rebuild is not None else 1
     per_block = cfg.budget_s / blocks
     reps = max(cfg.min_reps, cfg.max_reps // max(blocks, 1))
     spent, block = 0.0, 0
     while True:
-        spent += _block({**current, **fixed}, results, clock, block, per_block, cfg.min_reps, reps, cfg.warmup)
+        if rebuild is not None:
+            extra = {k: _extra_sets(rebuild, block, k, cfg.input_sets) for k in current}
+        sets = {**{k: [current[k], *extra[k]] for k in current}, **{k: [v] for k, v in fixed.items()}}
+        spent += _block(sets, results, clock, block, per_block, cfg.min_reps, reps, cfg.warmup)
+        del sets
         block += 1
         if rebuild is None or block >= max(blocks, cfg.max_blocks):
             break
         if block >= blocks and (spent >= cfg.max_budget_s * len(results) or _precise(results, current, cfg)):
             break
         for k in current:
-            current[k] = None  # type: ignore[assignment]  # its buffers go before the next set is made
+            current[k], extra[k] = None, []  # type: ignore[assignment]  # its buffers go before the next are made
             current[k] = rebuild(block, k) or launchers[k]
     return results
+
+
+def _extra_sets(rebuild: Builder, block: int, key: Hashable, sets: int) -> list[Launcher]:
+    """Up to `sets` - 1 launchers of `key` on further fresh buffers for `block`, as many as fit."""
+    out: list[Launcher] = []
+    for j in range(1, max(1, sets)):
+        found = rebuild(block + j * SET_STRIDE, key)
+        if found is None:
+            break
+        out.append(found)
+    return out
 
 
 def _precise(results: dict[Hashable, Timing], keys: dict[Hashable, Launcher], cfg: TimingConfig) -> bool:

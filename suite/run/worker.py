@@ -87,7 +87,7 @@ class Session:
         scn = scenarios.get(job.scenario)
         seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
         case = Case(job.scenario, job.params, job.dtype, scn.size(job.params), seed, self.versions, self.git_rev,
-                    job.run_id, self.device_names, job.model, job.layer)  # fmt: skip
+                    job.run_id, self.device_names, job.model, job.layer, job.backend_options)  # fmt: skip
         at: list[Any] = [None]
 
         def seen(impl: Any) -> None:
