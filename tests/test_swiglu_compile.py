@@ -1,0 +1,71 @@
+"""swiglu's GPU kernels compile for sm_90 (H100/H200) without a GPU: Triton's every mode through ptxas, Numba's to
+PTX (one subprocess without the emulation switches, as tests/test_normalization_compile.py), CuPy's through NVRTC.
+None may spill; an elementwise kernel holding a few values a thread has no excuse to."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.gpu.ptxas import parse_ptxas
+from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
+
+SCRIPT = """
+import json, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton import swiglu as ts
+
+for dtype in ("fp32", "fp16"):
+    for mode in (ts.FUSED, ts.SILU, ts.MUL):
+        signature = {"p_ptr": f"*{dtype}", "q_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32",
+                     "MODE": "constexpr", "BLOCK": "constexpr"}
+        aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
+        src = triton.compiler.ASTSource(fn=ts._swiglu, signature=signature, attrs=aligned,
+                                        constexprs={"MODE": mode, "BLOCK": 1024})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+            ptx.write(k.asm["ptx"])
+            ptx.flush()
+            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+            log = subprocess.run(command, capture_output=True, text=True, check=True)
+        print(json.dumps({"kernel": f"mode {mode} {dtype}", "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
+
+from backends.numba.compile import compile_kernels
+from backends.numba.on_cuda import swiglu as ns
+for dtype in ("float32", "float16"):
+    for variant in ("fused", "unfused"):
+        for name, ptx in compile_kernels(ns.kernel_sources(variant, {}, dtype)).items():
+            print(json.dumps({"numba": f"{name} {dtype}", "ptx": ptx}))
+"""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(missing("triton", "torch", "numba_cuda")), reason=missing("triton", "torch", "numba_cuda"))
+def test_triton_and_numba_kernels_compile_for_sm90() -> None:
+    proc = run_without_emulation(SCRIPT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json_lines(proc.stdout)
+    triton_rows, numba_rows = [r for r in rows if "kernel" in r], [r for r in rows if "numba" in r]
+    assert len(triton_rows) == 6 and len(numba_rows) == 6
+    for row in triton_rows:
+        assert ".target sm_90" in row["ptx"], row["kernel"]
+        (resources,) = parse_ptxas(row["ptxas"]).values()
+        assert resources.registers > 0 and resources.spill_bytes == 0, f"{row['kernel']}: {resources}"
+    for row in numba_rows:
+        assert ".target sm_90" in row["ptx"] and ".visible .entry" in row["ptx"], row["numba"]
+        if row["numba"].endswith("float16"):
+            assert "cvt.f32.f16" in row["ptx"] and "cvt.rn.f16.f32" in row["ptx"], row["numba"]
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
+    from backends.cupy.build import compile_sm90
+    from backends.cupy.swiglu import EXPRS, source
+
+    for mode in EXPRS:
+        kernel = compile_sm90(*source(mode, dtype))
+        r = nvrtc_resources(kernel)
+        assert kernel.cubin and r.registers > 0, kernel.log
+        assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
