@@ -30,7 +30,7 @@ def test_a_sweep_in_which_nothing_ran_still_writes_its_error_rows_report_and_res
     (root / ".submitit").mkdir(parents=True)  # sbatch refused the array: submitit's script stayed where it was written
     (root / ".submitit" / ".submission_file_0123.sh").write_text("#!/bin/bash\n")
     jobs = [[*JOB, f"seed={n}"] for n in range(2)]
-    assert watch.settle(root, since=0.0, overrides=jobs, watcher=watch.SlurmWatch(run=None)) == {
+    assert watch.settle(root, since=0.0, overrides=jobs, watcher=watch.SlurmWatch(run=None), say=print) == {
         0: watch.REFUSED,
         1: watch.REFUSED,
     }
@@ -181,7 +181,7 @@ def test_a_lost_job_is_waited_for_no_longer_than_slurm_takes_to_say_so_and_its_c
         slept.append(seconds)
         now[0] += seconds
 
-    said = watch.settle(root, since=0.0, overrides=jobs, watcher=watcher, sleep=sleep)
+    said = watch.settle(root, since=0.0, overrides=jobs, watcher=watcher, sleep=sleep, say=lambda _: None)
     assert said == {1: "SLURM job 9_1 ended CANCELLED without a result", 2: watch.describe("9_2", watch.GONE)}
     assert sum(slept) < 2 * watch.GONE_AFTER_S
     assert json.loads((root / "2" / "job.json").read_text())["overrides"] == jobs[2]
@@ -202,3 +202,17 @@ def test_under_slurm_numba_threads_follow_the_cpus_the_job_was_given() -> None:
     assert env["NUMBA_NUM_THREADS"] == "1" and said["numba_threads"] == 1 and said["slurm_job"] == "11_1"
     assert said["usable_cpus"] >= 1
     assert sweep_job._slurm_cpus({"NUMBA_NUM_THREADS": "8"}) == {}  # not under SLURM: left as it is
+
+
+def test_ctrl_c_while_the_array_is_waited_for_leaves_the_running_jobs_alone(tmp_path: Path) -> None:
+    _array_task(tmp_path, "9_0", result=False)
+    squeue = subprocess.CompletedProcess(["squeue"], 0, "9_0|RUNNING|vm\n", "")
+    watcher = watch.SlurmWatch(run=_runner({"sacct": NO_ACCOUNTING, "squeue": squeue}, []))
+    said: list[str] = []
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    assert watch.settle(tmp_path, 0.0, [["seed=0"]], watcher=watcher, sleep=interrupt, say=said.append) == {}
+    assert said[0].startswith("sweep: waiting for 1 jobs of the array still on SLURM (9_0;")
+    assert said[-1].endswith(f"python -m suite report {tmp_path}") and jobstate.read(tmp_path / "0") is None

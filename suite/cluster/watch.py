@@ -137,12 +137,18 @@ def refused(sweep: Path, since: float) -> bool:
 
 
 def settle(sweep: Path, since: float, overrides: list[list[str]], watcher: SlurmWatch | None = None,
-           sleep: Callable[[float], None] = time.sleep, max_poll_s: float = 30.0) -> dict[int, str]:  # fmt: skip
+           sleep: Callable[[float], None] = time.sleep, max_poll_s: float = 30.0, say: Callable[[str], None] = print
+           ) -> dict[int, str]:  # fmt: skip
     """Wait until every job of the sweep's array submitted since `since` has ended (a result, or an ended state:
     see SlurmWatch), then say in job.json how each job that left no result ended, where the job could not say it
-    itself. `overrides`: each job's identity (suite.sweep.identity), for resume. Returns job number -> reason."""
+    itself. `overrides`: each job's identity (suite.sweep.identity), for resume. Ctrl-C stops the wait: the jobs
+    still queued or running are left to finish, to be merged later. Returns job number -> reason."""
     jobs = array_jobs(sweep, since)
-    lost = _wait(Path(sweep) / ".submitit", jobs, watcher or install(), sleep, max_poll_s)
+    try:
+        lost = _wait(Path(sweep) / ".submitit", jobs, watcher or install(), sleep, max_poll_s, say)
+    except KeyboardInterrupt:
+        say(f"sweep: not waiting for the jobs still on SLURM; merge them once they end: python -m suite report {sweep}")
+        return {}
     if not jobs and refused(sweep, since):
         lost = {num: REFUSED for num in range(len(overrides))}
     said = {}
@@ -157,7 +163,7 @@ def settle(sweep: Path, since: float, overrides: list[list[str]], watcher: Slurm
 
 
 def _wait(folder: Path, jobs: dict[str, int], watcher: SlurmWatch, sleep: Callable[[float], None],
-          max_poll_s: float) -> dict[int, str]:  # fmt: skip
+          max_poll_s: float, say: Callable[[str], None]) -> dict[int, str]:  # fmt: skip
     """Poll until every job has a result or has ended; job number -> how each that left no result ended."""
     has_result = lambda job_id: any((folder / job_id).glob("*_result.pkl"))
     for job_id in jobs:
@@ -165,8 +171,12 @@ def _wait(folder: Path, jobs: dict[str, int], watcher: SlurmWatch, sleep: Callab
     poll_s = 1.0
     while True:
         watcher.update()
-        if all(has_result(j) or watcher.is_done(j, mode="cache") for j in jobs):
+        running = [j for j in jobs if not has_result(j) and not watcher.is_done(j, mode="cache")]
+        if not running:
             break
+        if poll_s == 1.0:
+            say(f"sweep: waiting for {len(running)} jobs of the array still on SLURM ({', '.join(running)}; Ctrl-C "
+                "merges what is there now)")  # fmt: skip
         sleep(poll_s)
         poll_s = min(2 * poll_s, max_poll_s)
     return {num: describe(j, watcher.get_state(j, mode="cache")) for j, num in jobs.items() if not has_result(j)}
