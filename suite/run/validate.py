@@ -190,3 +190,7 @@ def _check_profile(cfg: DictConfig) -> None:
         raise ConfigError(f"profile must be one of {', '.join(PROFILES)} (got '{profile}')")
     if profile == "ncu" and shutil.which("ncu") is None:
         raise ConfigError("profile=ncu needs Nsight Compute's ncu on PATH")
+    if profile == "ncu":
+        from suite.run.profile import clock_control
+
+        clock_control()  # FUSEBENCH_NCU_CLOCK_CONTROL refused before any work, naming the choices
