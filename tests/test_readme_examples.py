@@ -1,0 +1,67 @@
+"""The README's plug-in examples are code that runs: its backend block and its family block are executed here,
+the family selected by its name and run end to end, so the README cannot drift from what the suite accepts."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite.core import backend, registry, scenario, targets
+from suite.run.runner import run
+from tests.conftest import make_config
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks(section: str) -> list[str]:
+    """The ```python blocks of the README's `## <section>`."""
+    text = README.read_text(encoding="utf-8")
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, flags=re.S)
+
+
+def execute(block: str, name: str, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Run `block` as the module `name` (dataclasses look their module up), returning its namespace."""
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(block, "README.md", "exec"), module.__dict__)
+    return module.__dict__
+
+
+@pytest.fixture
+def isolated():
+    """Whatever a block registers is taken out again, so no other test sees it."""
+    tables = (scenario.SCENARIOS, registry.REGISTRY.kernels, backend.BACKENDS, targets.TARGETS)
+    before = [set(t) for t in tables]
+    yield
+    for table, keys in zip(tables, before, strict=True):
+        for key in set(table) - keys:
+            del table[key]
+
+
+def test_the_family_example_runs_selected_by_its_name(isolated, tmp_path, monkeypatch) -> None:
+    (block,) = python_blocks("Adding a scenario family")
+    execute(block, "readme_family", monkeypatch)
+    cfg = make_config("scenario=axpby", "preset=S", "backends=[axpby_numpy]", "device=cpu", "timing=quick",
+                      "dtype=float32", "isolate=false")  # fmt: skip
+    frame = run(cfg, tmp_path, show_progress=False)
+    assert sorted(frame["variant"]) == ["fused", "unfused"] and set(frame["status"]) == {"ok"}, frame["reason"]
+    assert (frame.loc[frame["variant"] == "fused", "bytes_saved"] == 2 * 4096 * 4).all()
+    assert frame["command"].str.contains("scenario=axpby ").all()
+
+
+def test_the_backend_example_defines_everything_it_uses(isolated, monkeypatch) -> None:
+    (block,) = python_blocks("Adding a backend")
+    monkeypatch.delitem(backend.BACKENDS, "plugged", raising=False)
+    namespace = execute(block, "readme_backend", monkeypatch)
+    x = np.linspace(-1, 1, 10_000, dtype=np.float32)
+    out = np.empty_like(x)
+    namespace["fused"]({"x": x}, out, {"ops": ["scale", "gelu"]}, {"chunk": 4096})()
+    assert np.allclose(out, namespace["_apply"](["scale", "gelu"], x))
+    with pytest.raises(registry.Unsupported):
+        namespace["fused"]({"x": x.astype(np.float64)}, out, {"ops": ["scale"]}, {"chunk": 4096})
