@@ -1,5 +1,6 @@
 """nox sessions: `bench` (Hydra overrides after --), `tests`, `lint`, `benchmark` (pytest-benchmark options after --),
-`gpu` (the check of a CUDA machine: `python -m suite gpu-check`, run in the environment at hand).
+`gpu` (the check of a CUDA machine: `python -m suite gpu-check`, run in the environment at hand), `slurm` (a
+single-node SLURM brought up on this machine and the cluster launcher's tests run against it).
 
 `bench` installs the CUDA extra where a GPU driver answers and the CPU extra elsewhere, so the same command
 times every backend on a CUDA machine and, without one, times Numba's CPU target and checks the CUDA kernels in

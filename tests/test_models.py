@@ -65,7 +65,7 @@ def test_seq_len_must_divide_the_tokens() -> None:
 
 
 def test_an_unknown_model_names_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown model 'llama9'; valid: .*llama3_8b"):
+    with pytest.raises(ConfigError, match=r"unknown model 'llama9'; valid: .*llama3_8b"):
         cli.precheck(cli.with_model_tour(["model=llama9", "device=cpu"]))
 
 
