@@ -312,10 +312,6 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["list"]:
         list_kernels()
         return
-    if args[:1] == ["gpu-check"]:  # the check of a CUDA machine (suite.gpu_check): no Hydra run of its own
-        from suite.gpu_check.main import main as gpu_check
-
-        sys.exit(gpu_check(args[1:]))
     if args[:1] in (["compare"], ["report"], ["noise"]):
         sys.exit(_over_runs(args[0], args[1:]))
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...

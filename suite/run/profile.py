@@ -38,26 +38,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from suite.core.errors import ConfigError
 from suite.core.row import Row
 from suite.core.targets import NATIVE
 from suite.gpu import ncu
+from suite.gpu.ncu import CLOCK_CONTROLS, CLOCK_VARIABLE, clock_control  # noqa: F401  (read here too)
 from suite.run.job import Job
 from suite.run.profile_one import spec
 
 ENTRY = "suite.run.profile_one"
-CLOCK_CONTROLS = ("base", "none")
-"""ncu's --clock-control choices for profiling (its `reset` only resets clocks and exits)."""
-CLOCK_VARIABLE = "FUSEBENCH_NCU_CLOCK_CONTROL"
-
-
-def clock_control(environ: dict[str, str] | None = None) -> str:
-    """The --clock-control ncu is given: $FUSEBENCH_NCU_CLOCK_CONTROL, else `base`; ConfigError names the
-    choices."""
-    value = (os.environ if environ is None else environ).get(CLOCK_VARIABLE, "") or "base"
-    if value not in CLOCK_CONTROLS:
-        raise ConfigError(f"{CLOCK_VARIABLE} must be one of {', '.join(CLOCK_CONTROLS)} (got '{value}')")
-    return value
 
 
 class ProfileError(RuntimeError):

@@ -191,6 +191,6 @@ def _check_profile(cfg: DictConfig) -> None:
     if profile == "ncu" and shutil.which("ncu") is None:
         raise ConfigError("profile=ncu needs Nsight Compute's ncu on PATH")
     if profile == "ncu":
-        from suite.run.profile import clock_control
+        from suite.gpu.ncu import clock_control
 
         clock_control()  # FUSEBENCH_NCU_CLOCK_CONTROL refused before any work, naming the choices
