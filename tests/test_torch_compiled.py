@@ -91,6 +91,7 @@ def test_graph_breaks_add_up_and_no_module_is_nothing():
         "extern": [],
         "full_size_intermediates": 0,
         "largest_intermediate": [],
+        "buffer_elements": 0,
     }
 
 
