@@ -32,9 +32,9 @@ TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_atte
 effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 10 minutes on 2 CPU
 cores with the install, each case timed in two worker processes."""
 
-MODEL_TOUR = "experiment=" + ",".join(
-    f"model_{family}" for family in ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul")
-)
+MODEL_FAMILIES = ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
+                  "rope", "cross_entropy")  # fmt: skip
+MODEL_TOUR = "experiment=" + ",".join(f"model_{family}" for family in MODEL_FAMILIES)
 """What `model=<name>` runs when no scenario or experiment is named: every family at the model's shapes
 (conf/experiment/model_*.yaml), one job each, into one table and one report; `-m model=a,b` sweeps models too."""
 

@@ -13,7 +13,8 @@ from suite.core.errors import ConfigError
 from suite.run import validate
 
 MODELS = sorted(p.stem for p in (Path(cli.CONF) / "model").glob("*.yaml"))
-FAMILIES = {"elementwise_chain", "layernorm", "rmsnorm", "softmax", "attention", "matmul"}
+FAMILIES = {"elementwise_chain", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
+            "rope", "cross_entropy"}  # fmt: skip
 
 
 def test_the_shipped_models_name_their_source() -> None:
@@ -33,7 +34,7 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
     seen = set()
     for cfg in jobs:
         plan = validate.plan(cfg)
-        (params,) = plan.cases
+        params = plan.cases[0]
         seen.add(plan.scenario.name)
         assert cfg.model.name == model and cfg.layer
         if plan.scenario.name in ("layernorm", "rmsnorm"):
@@ -44,6 +45,10 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
             seq = min(1024, spec["context"])
             assert params["batch"] * params["seq_len"] == 1024 and params["seq_len"] == seq
             assert (params["heads"], params["head_dim"]) == (spec["num_attention_heads"], spec["head_dim"])
+        if plan.scenario.name == "cross_entropy":
+            assert (params["tokens"], params["vocab"]) == (1024, spec["vocab_size"])
+        if plan.scenario.name == "rope":
+            assert (params["heads"], params["kv_heads"]) == (spec["num_attention_heads"], spec["num_key_value_heads"])
         if plan.scenario.name == "elementwise_chain":
             assert params["n"] == 1024 * spec["intermediate_size"] and params["ops"][-1] == spec["hidden_act"]
     assert seen == FAMILIES
@@ -53,7 +58,7 @@ def test_models_sweep_as_one_sweep_and_a_scenario_keeps_its_own() -> None:
     args = cli.with_model_tour(["-m", "model=llama3_8b,mistral_7b", "device=cpu"])
     assert args.count("-m") == 1
     names = {(cfg.model.name, cfg.scenario.name) for cfg in cli.compose_jobs(args)}
-    assert len(names) == 12
+    assert len(names) == 2 * len(FAMILIES)
     # a scenario or experiment named: the model only feeds its interpolations, no tour is added
     assert cli.with_model_tour(["model=gpt2", "experiment=model_softmax"]) == ["model=gpt2", "experiment=model_softmax"]
     assert cli.with_model_tour(["scenario=softmax"]) == ["scenario=softmax"]
