@@ -83,7 +83,7 @@ class FakeClock:
 
 def _timing(**overrides) -> TimingConfig:
     base = {"budget_s": 0.03, "min_reps": 5, "max_reps": 200, "warmup": 0, "min_blocks": 3, "max_blocks": 10,
-            "precision": 0.02, "max_budget_s": 5.0}  # fmt: skip
+            "precision": 0.02, "max_budget_s": 5.0, "input_sets": 1}  # fmt: skip
     return TimingConfig(**{**base, **overrides})
 
 
