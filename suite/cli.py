@@ -33,7 +33,9 @@ effect (conf/experiment/tour_*.yaml), one job each, into one table and one repor
 cores with the install, each case timed in two worker processes."""
 
 MODEL_FAMILIES = ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
-                  "rope", "cross_entropy")  # fmt: skip
+                  "rope")  # fmt: skip
+"""cross_entropy is left out: at a 128k vocabulary its float64 reference and the checks beside it hold about 15 GiB
+of host memory; `experiment=model_cross_entropy` runs it on its own."""
 MODEL_TOUR = "experiment=" + ",".join(f"model_{family}" for family in MODEL_FAMILIES)
 """What `model=<name>` runs when no scenario or experiment is named: every family at the model's shapes
 (conf/experiment/model_*.yaml), one job each, into one table and one report; `-m model=a,b` sweeps models too."""
