@@ -51,7 +51,7 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     device_name = case.device_names.get(key.device, "") if mode == NATIVE else HOST_NAMES.get(mode, "")
     given = dict(case.backend_options.get(key.backend) or {})
     command = provenance.command(key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant,
-                                 given)  # fmt: skip
+                                 given, case.plugins)  # fmt: skip
     backend = BACKENDS.get(key.backend)
     in_force = backend.in_force(given) if backend is not None else given
     return Row(scenario=key.scenario, params=params_json(case.params), dtype=case.dtype, backend=key.backend,

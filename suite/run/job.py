@@ -94,6 +94,9 @@ class Case:
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     """`backend_options.<backend>.<option>` as the run set them: every row records those of its backend in force,
     and its reproduce command repeats them."""
+    plugins: tuple[str, ...] = ()
+    """The modules `plugins=[...]` imported: a row's reproduce command repeats them, so a family or backend they
+    register is found again."""
 
     @classmethod
     def lost(cls, job: Job) -> Case:

@@ -9,7 +9,7 @@ import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, distributions, version
 from pathlib import Path
 from typing import Any
@@ -143,10 +143,11 @@ def _override(key: str, value: Any) -> str:
 
 
 def command(scenario: str, params: dict[str, Any], dtype: str, backend: str, device: str, variant: str,
-            options: Mapping[str, Any] | None = None) -> str:  # fmt: skip
+            options: Mapping[str, Any] | None = None, plugins: Sequence[str] = ()) -> str:  # fmt: skip
     """A command line that reruns exactly this (case, implementation), with the backend's `options` the run set
-    (`backend_options.<backend>.<option>=<value>`, each as the command line writes it)."""
-    parts = ["python", "-m", "suite", f"scenario={scenario}"]
+    (`backend_options.<backend>.<option>=<value>`, each as the command line writes it) and the `plugins` it
+    imported (a family or backend they register is found again)."""
+    parts = ["python", "-m", "suite", *([f"plugins=[{','.join(plugins)}]"] if plugins else []), f"scenario={scenario}"]
     parts += [_override(f"scenario.{k}", v) for k, v in params.items()]
     parts += [f"dtype={dtype}", f"backends=[{backend}]", f"device={device}", f"variants=[{variant}]"]
     parts += [_override(f"backend_options.{backend}.{k}", _value(v)) for k, v in sorted((options or {}).items())

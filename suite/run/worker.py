@@ -57,6 +57,7 @@ class Session:
 
     def __init__(self, settings: Settings) -> None:
         targets.configure_emulation(settings.emulate)
+        self.plugins = tuple(settings.plugins)
         for module in settings.plugins:
             importlib.import_module(module)
         validate.discover()
@@ -87,7 +88,8 @@ class Session:
         scn = scenarios.get(job.scenario)
         seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
         case = Case(job.scenario, job.params, job.dtype, scn.size(job.params), seed, self.versions, self.git_rev,
-                    job.run_id, self.device_names, job.model, job.layer, job.backend_options)  # fmt: skip
+                    job.run_id, self.device_names, job.model, job.layer, job.backend_options,
+                    self.plugins)  # fmt: skip
         at: list[Any] = [None]
 
         def seen(impl: Any) -> None:
