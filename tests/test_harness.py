@@ -40,7 +40,8 @@ def test_rows_are_on_disk_and_carry_ledger_and_provenance(tmp_path):
     assert row["bytes_modeled"] > 0 and row["gbps"] > 0 and row["ceiling_gbps"] > 0
     assert row["pct_of_ceiling"] > 0
     assert row["store_model"] == "write-allocate"
-    assert "python -m suite scenario=fake_double" in row["command"] and "variants=[good]" in row["command"]
+    assert row["command"].startswith("python -m suite 'plugins=[tests.fakes]' scenario=fake_double")
+    assert "variants=[good]" in row["command"]
     assert '"numpy"' in row["versions"] and row["seed"] > 0
 
 

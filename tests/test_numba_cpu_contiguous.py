@@ -24,6 +24,9 @@ registry.discover()
 scenarios.discover()
 
 GATHER = re.compile(r"\bv(?:p?gather|p?scatter)\w*")
+GATHERS_BY_DESIGN = {"backends.numba.on_cpu.cross_entropy.gather"}
+"""Kernels whose operation is a gather: cross-entropy's unfused step picks one logit per row, `logp[t, target[t]]`,
+so a vector gather is the best code for it, not a lost contiguous load."""
 
 
 def _kernels_of(module_prefix: str) -> dict[str, str]:
@@ -50,5 +53,6 @@ def test_no_numba_cpu_kernel_gathers_or_scatters() -> None:
             registry.REGISTRY.get(key)(inputs, out, params, {})()
     kernels = _kernels_of("backends.numba.on_cpu")
     assert len(kernels) >= 10  # the scan sees the kernels it should judge
-    offenders = {name: len(GATHER.findall(asm)) for name, asm in kernels.items() if GATHER.search(asm)}
+    offenders = {name: len(GATHER.findall(asm)) for name, asm in kernels.items()
+                 if GATHER.search(asm) and name.split("(")[0] not in GATHERS_BY_DESIGN}  # fmt: skip
     assert not offenders, offenders
