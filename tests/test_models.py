@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -92,3 +93,9 @@ def test_rows_name_their_model_and_layer(tmp_path: Path) -> None:
     frame = run(cfg, tmp_path, show_progress=False)
     assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"RMSNorm, tokens × hidden"}
     assert (frame["status"] == "ok").all()
+    from suite.core.tidy import tidy
+
+    both = tidy(pd.concat([frame, frame.assign(model="mistral_7b"), frame.assign(model="")]))
+    assert {t.split(":")[0] for t in both["title"]} >= {"gpt2", "mistral_7b"}  # one facet per model
+    assert both.groupby("model")["series"].nunique().eq(1).all() and both["series"].nunique() == 3
+    assert not both.loc[both["model"] == "", "title"].iloc[0].startswith(":")  # synthetic rows keep their titles

@@ -78,7 +78,8 @@ def chart_name(kind: str, scenario: str) -> str:
 
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """A typed copy with derived columns: impl (backend/device), size_axis, series (the case minus its size),
-    title (a chart facet's), order and series_rank (for sorting), dtype_rank; pct_of_ceiling filled in where a
+    title (a chart facet's; both led by the model's name on a model's rows, so a sweep over models draws each
+    in its own facets), order and series_rank (for sorting), dtype_rank; pct_of_ceiling filled in where a
     ceiling was measured. Labels and order come from each row's scenario (see `Scenario.series`)."""
     out = frame.copy()
     for col in [*COLUMNS, *NUMERIC]:  # tables written by older versions lack the newer columns
@@ -93,8 +94,9 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     axes = _size_axes(out["scenario"], parsed, out["size"])
     out["size_axis"] = out["scenario"].map(axes).fillna("size")
     cases = list(zip(out["scenario"].map(lookup), parsed, out["size_axis"], strict=True))
-    out["series"] = [scn.series(p, axis) for scn, p, axis in cases]
-    out["title"] = [scn.title(p, axis) for scn, p, axis in cases]
+    named = [f"{m}: " if m else "" for m in out["model"]]  # a model's rows are its own lines and facets
+    out["series"] = [m + scn.series(p, axis) for m, (scn, p, axis) in zip(named, cases, strict=True)]
+    out["title"] = [m + scn.title(p, axis) for m, (scn, p, axis) in zip(named, cases, strict=True)]
     out["order"] = [scn.order(p) for scn, p, _ in cases]
     out["dtype_rank"] = out["dtype"].map(dtype_rank)
     lines = list(zip(out["order"], out["series"], strict=True))
