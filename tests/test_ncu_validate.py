@@ -12,7 +12,7 @@ def test_an_unknown_clock_control_is_refused_before_any_work(monkeypatch: pytest
     monkeypatch.setattr(validate.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setenv("FUSEBENCH_NCU_CLOCK_CONTROL", "turbo")
     cfg = config("profile=ncu", "preset=S", "backends=[numba]", "device=cpu")
-    with pytest.raises(ConfigError, match="FUSEBENCH_NCU_CLOCK_CONTROL must be one of .*base"):
+    with pytest.raises(ConfigError, match=r"FUSEBENCH_NCU_CLOCK_CONTROL must be one of .*base"):
         validate.plan(cfg)
     monkeypatch.setenv("FUSEBENCH_NCU_CLOCK_CONTROL", "none")
     assert validate.plan(cfg).cases
