@@ -45,6 +45,12 @@ def test_ledger_matches_a_hand_count(dtype: str, s: int) -> None:
     assert fused.peak_bytes == held
     assert lg["unfused"].peak_bytes == held + 3 * NQ * s  # r, a, b of q alive at once (before the add)
     assert lg["eager"].kernels == lg["unfused"].kernels and lg["compiled"].bytes_read == fused.bytes_read
+    library = lg["library"]  # Liger's in-place kernel after a copy of q and k into out
+    assert [(k.bytes_read, k.bytes_written) for k in library.kernels] == [
+        ((NQ + NK) * s, (NQ + NK) * s),
+        ((NQ + NK + 2 * T) * s, (NQ + NK) * s),
+    ]
+    assert library.peak_bytes == held and library.flops == fused.flops
 
 
 def test_reference_is_the_rotation_of_each_pair() -> None:

@@ -6,10 +6,12 @@ checked and timed like every other. Its kernels are launched directly into the s
 and launch settings Liger's autograd functions use, without their output allocation), on the suite's stream.
 
 liger-kernel is optional (`pip install fusebench[liger]`); without it, or without a GPU, the rows are skipped with
-the reason. Liger 0.8.5's kernels cast scalar arguments inside the kernel (`gate_multiplier.to(tl.float32)`),
-which Triton's interpreter cannot do (a scalar stays a Python float there), so on a machine without a GPU their
-numerics are not checked either: the rows say so. Family modules beside this one register the kernels; each
-imports liger_kernel only when its entry is built, so this package loads wherever Triton does.
+the reason. Where Triton's interpreter is on, the kernels that it can run (rope, cross-entropy) are checked
+there like Triton's own; Liger 0.8.5's RMSNorm and SwiGLU kernels cast scalar arguments inside the kernel
+(`gate_multiplier.to(tl.float32)`), which the interpreter cannot do (a scalar stays a Python float there), so
+their entries say `Unsupported` (`needs_gpu`) and their numerics wait for a GPU; tests/test_liger_compile.py
+compiles all four for sm_90. Family modules beside this one register the kernels; each imports liger_kernel only
+when its entry is built, so this package loads wherever Triton does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import torch
 
 from backends.triton import Triton, TritonTarget, interpreting
 from suite.core.backend import register_backend
-from suite.core.targets import NATIVE, UNAVAILABLE, Availability, cuda_device_count
+from suite.core.registry import Unsupported
+from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, cuda_device_count
 
 INSTALL = "pip install 'fusebench[liger]'"
 
@@ -34,8 +37,7 @@ class LigerTarget(TritonTarget):
         if importlib.util.find_spec("liger_kernel") is None:
             return Availability(UNAVAILABLE, f"liger-kernel is not installed ({INSTALL})")
         if interpreting():
-            return Availability(UNAVAILABLE, "Liger's kernels cast scalar arguments in-kernel, which Triton's "
-                                "interpreter cannot run: checked and timed on a GPU only")  # fmt: skip
+            return Availability(EMULATED, "Triton interpreter: Liger's rope and cross-entropy, numerics only")
         if cuda_device_count() > 0 and torch.cuda.is_available():
             return Availability(NATIVE, f"Liger-Kernel on {torch.cuda.get_device_name()}")
         return Availability(UNAVAILABLE, "no CUDA GPU: Liger's Triton kernels run on a GPU only")
@@ -47,6 +49,13 @@ class Liger(Triton):
     name = "liger"
     packages = ("liger_kernel", "triton")
     options = ()
+
+
+def needs_gpu(what: str) -> None:
+    """Raise `Unsupported` under Triton's interpreter for a Liger kernel that casts a scalar argument in-kernel."""
+    if interpreting():
+        raise Unsupported(f"Liger's {what} kernel casts a scalar argument in-kernel, which Triton's interpreter "
+                          "cannot run: checked on a GPU only")  # fmt: skip
 
 
 TARGET = LigerTarget()

@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 
-from backends.liger import BACKEND
+from backends.liger import BACKEND, needs_gpu
 from scenarios.normalization import EPS
 from suite.core.registry import Launcher, kernel
 
 
 @kernel(scenario="add_rmsnorm", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    needs_gpu("fused add + RMSNorm")
     from liger_kernel.ops import fused_add_rms_norm as liger
     from liger_kernel.ops.utils import calculate_settings
 

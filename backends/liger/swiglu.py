@@ -12,12 +12,13 @@ from typing import Any
 
 import torch
 
-from backends.liger import BACKEND
+from backends.liger import BACKEND, needs_gpu
 from suite.core.registry import Launcher, kernel
 
 
 @kernel(scenario="swiglu", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    needs_gpu("SwiGLU")
     from liger_kernel.ops.swiglu import _swiglu_forward_kernel
     from liger_kernel.ops.utils import calculate_settings
 

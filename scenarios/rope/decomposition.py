@@ -71,9 +71,13 @@ def rope_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
     between = {f"{t}{x}": n * s for x, n in (("q", nq), ("k", nk)) for t in INTERMEDIATES}
     apart = live_peak(held, accesses, between)
     compiled = KernelTraffic("rope q and k (compiled)", fused.bytes_read, fused.bytes_written, flops)
+    # A library rotating in place (Liger's) runs on a copy of q and k in out, so its inputs stay unchanged.
+    copy = KernelTraffic("copy q and k into out", (nq + nk) * s, (nq + nk) * s, 0)
+    in_place = KernelTraffic("rope q and k in place (library)", fused.bytes_read, fused.bytes_written, flops)
     return {
         "unfused": VariantLedger("unfused", tuple(unfused), peak_bytes=apart),
         "fused": VariantLedger("fused", (fused,), tuple(removed), held),
         "eager": VariantLedger("eager", tuple(unfused), peak_bytes=apart),
         "compiled": VariantLedger("compiled", (compiled,), tuple(removed), held),
+        "library": VariantLedger("library", (copy, in_place), tuple(removed), held),
     }

@@ -10,7 +10,9 @@ and shared by every layer, so here they are inputs, made outside the timed call.
 Unfused, as the textbook code reads: rotate(x), x·cos, rotate(x)·sin, then the sum — four kernels for q and four
 for k, three intermediates of the tensor's size each, stored in the case's dtype (`decomposition.STEPS`). Fused:
 one kernel reads q, k and the tables once and writes both results once. The work per byte is a few FLOPs, so
-both are bound by memory and the ledger predicts the speedup: 11 tensor passes per tensor against 2.
+both are bound by memory and the ledger predicts the speedup: 11 tensor passes per tensor against 2. The
+`library` is Liger-Kernel's (on CUDA): it rotates in place, so its row copies q and k into out first and its
+ledger counts that copy.
 
 One output buffer holds both results: out has shape (batch, seq_len, heads + kv_heads, head_dim), q' in heads
 [0, heads) and k' in [heads, heads + kv_heads) — the layout of a fused QK projection's output, so the numerics
@@ -96,7 +98,7 @@ class Rope(Scenario):
     name = "rope"
     config = RopeConfig
     inputs = ("q", "k", "cos", "sin")
-    variants = ("fused", "unfused", "eager", "compiled")
+    variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")
     size_axis = "seq_len"
     size_unit = "positions"

@@ -1,0 +1,43 @@
+"""Liger's rope (`liger_kernel.ops.rope`, behind `LigerRopeFunction`) as rope's `library` row on CUDA.
+
+Liger rotates q and k in place: one program per token runs every query and key head of it, half pairing only
+(Hugging Face's rotate_half; an interleaved case is `Unsupported`). The suite's inputs must stay unchanged, so
+each call first copies q and k into their heads of the output and Liger's kernel rotates them there: the row
+moves the tensors twice (the ledger's `library` counts the copy), where a model rotating its projection's output
+in place moves them once. Its tables are the suite's (seq_len, head_dim/2) ones, passed with `rotary_dim =
+head_dim` (Liger then reads head_dim/2 values a position, as it does from Hugging Face's widened tables).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from backends.liger import BACKEND
+from suite.core.registry import Launcher, Unsupported, kernel
+
+
+@kernel(scenario="rope", backend="liger", variant="library", device="cuda")
+def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    if params["pairing"] != "half":
+        raise Unsupported(f"Liger's rope pairs value j with j + head_dim/2 (half) only, not {params['pairing']}")
+    import triton
+    from liger_kernel.ops.rope import _triton_rope
+
+    q, k, cos, sin = inputs["q"], inputs["k"], inputs["cos"], inputs["sin"]
+    batch, seq_len, heads, d = q.shape
+    kv = k.shape[2]
+    q_out, k_out = out[:, :, :heads], out[:, :, heads:]
+    pad = triton.next_power_of_2
+    args = (q_out, out.stride(1), k_out, out.stride(1), cos, cos.stride(0), sin, sin.stride(0), seq_len, batch, 1,
+            heads, kv, d, pad(heads), pad(kv), pad(d), pad(d), d)  # fmt: skip
+    on_stream = BACKEND.launch_stream(opts.get("stream"))
+
+    def launch() -> None:
+        with on_stream():
+            q_out.copy_(q)
+            k_out.copy_(k)
+            _triton_rope[(batch * seq_len,)](*args, BLOCK_SIZE=max(pad(heads), pad(kv)), BACKWARD_PASS=False)
+
+    return launch
