@@ -44,7 +44,7 @@ def online_chunk(c, m, total):  # type: ignore[no-untyped-def]
 
 
 @functools.cache
-def _fused_rows(dtype: str) -> Any:
+def fused_rows(dtype: str) -> Any:
     load = VECTOR_CODECS[dtype][0]
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
@@ -139,7 +139,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     dtype, x, targets, y = _arrays(inputs, out)
     tile = min(int(params["tile"]), x.shape[1])
     losses, scratch = np.empty(x.shape[0], np.float32), per_thread(tile)
-    rows = compiled(_fused_rows(dtype), x, targets, losses, tile, scratch)
+    rows = compiled(fused_rows(dtype), x, targets, losses, tile, scratch)
     mean = compiled(mean_kernel(dtype), losses, targets, y)
 
     def launch() -> None:

@@ -1,0 +1,164 @@
+"""The LM head and its loss together: mean token cross-entropy of logits = hidden · W, where the logits are the
+cost in memory. Liger-Kernel's fused linear cross-entropy, Apple's Cut Cross-Entropy and torch's chunked losses
+exist to never hold them all: at Llama-3-8B's vocabulary 8,192 tokens of float32 logits take 4 GiB.
+
+loss = mean over tokens t with target[t] ≠ −100 of  logsumexp(l[t, :]) − l[t, target[t]],  l = hidden · W.
+
+Unfused: the GEMM writes the logits of every token (tokens × vocab, the case's dtype), the cross-entropy family's
+fused row kernel reads each row once into a float32 loss per token, and its mean kernel divides the sum by the
+counted tokens. Fused: the same two kernels a chunk of `chunk` tokens at a time over one chunk × vocab buffer,
+then the same mean; no more than a chunk's logits ever exist. Nothing is removed from the traffic: every chunk
+writes and reads its logits as the unfused GEMM does, and every chunk's GEMM reads W again (⌈tokens/chunk⌉
+times); what fusion removes is (tokens − chunk) × vocab × s bytes of peak memory, and on a GPU the chunk's
+logits may stay in L2 between its two kernels (which the ledger, counting the outer-memory boundary, does not
+credit). So this family's question is the other one: how much memory, at what cost in time.
+
+W is the LM head's weight stored as (hidden, vocab), so that every backend's GEMM is hidden @ W (a BLAS reads
+either layout at one speed; Hugging Face's nn.Linear keeps it (vocab, hidden) and multiplies by its transpose).
+Targets are int64, about one token in eight ignored; the output is one value of the case's dtype. The GEMM is
+each backend's: the library GEMM of its array package (cuBLAS through torch or CuPy, NumPy's BLAS on the CPU),
+the matmul family's tiled kernel for Numba CUDA, which has no BLAS.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from scenarios.cross_entropy import make_targets, mean_loss
+from scenarios.cross_entropy.scenario import TARGET_BYTES
+from scenarios.linear_cross_entropy.config import LinearCrossEntropyConfig
+from suite.core.errors import ConfigError
+from suite.core.ledger import KernelTraffic, VariantLedger
+from suite.core.scenario import Params, Scenario, register
+
+LOSS_BYTES = 4
+TILE_MIN, TILE_MAX = 32, 16384
+BASE_TOL = {"float32": 1e-5, "float16": 1e-3}
+MAX_TOL = {"float32": 1e-3, "float16": 3e-2}
+
+
+def chunks(tokens: int, chunk: int) -> list[tuple[int, int]]:
+    """The [start, stop) token ranges of the fused variant, the last one ragged."""
+    return [(start, min(start + chunk, tokens)) for start in range(0, tokens, chunk)]
+
+
+def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -> dict[str, VariantLedger]:
+    """Unfused (one GEMM over every token, the row kernel, the mean) and fused (GEMM and row kernel a chunk at a
+    time, the mean), each kernel reading every tensor it names once and writing its output once."""
+    held = (tokens * hidden + hidden * vocab) * s + tokens * TARGET_BYTES + s + tokens * LOSS_BYTES
+
+    def pair(start: int, stop: int, what: str) -> tuple[KernelTraffic, KernelTraffic]:
+        n = stop - start
+        gemm = KernelTraffic(f"logits = hidden · W ({what})", (n * hidden + hidden * vocab) * s, n * vocab * s,
+                             2 * n * hidden * vocab)  # fmt: skip
+        rows = KernelTraffic(f"cross-entropy rows ({what})", n * vocab * s + n * TARGET_BYTES, n * LOSS_BYTES,
+                             4 * n * vocab + n)  # fmt: skip
+        return gemm, rows
+
+    mean = KernelTraffic("mean over counted tokens", tokens * (LOSS_BYTES + TARGET_BYTES), s, 2 * tokens)
+    apart = (*pair(0, tokens, "every token"), mean)
+    spans = chunks(tokens, chunk)
+    together = tuple(k for start, stop in spans for k in pair(start, stop, f"tokens {start}..{stop - 1}"))
+    largest = max(stop - start for start, stop in spans)
+    unfused = VariantLedger("unfused", apart, peak_bytes=held + tokens * vocab * s)
+    # torch's F.linear, then F.cross_entropy: log-softmax written out (another tokens × vocab), then nll_loss.
+    n = tokens * vocab
+    log_softmax = KernelTraffic("log-softmax", n * s, n * s, 4 * n)
+    nll = KernelTraffic("nll_loss", tokens * (TARGET_BYTES + s), s, 2 * tokens)
+    return {
+        "unfused": unfused,
+        "fused": VariantLedger("fused", (*together, mean), peak_bytes=held + largest * vocab * s),
+        "eager": VariantLedger("eager", (apart[0], log_softmax, nll), peak_bytes=held + 2 * n * s),
+        # Inductor calls the library GEMM into the whole logits, then fuses the loss into its reductions.
+        "compiled": VariantLedger("compiled", apart, peak_bytes=unfused.peak_bytes),
+    }
+
+
+@register
+class LinearCrossEntropy(Scenario):
+    name = "linear_cross_entropy"
+    config = LinearCrossEntropyConfig
+    inputs = ("hidden", "weight", "targets")
+    variants = ("fused", "unfused", "eager", "compiled")
+    axes = ("tokens", "hidden", "vocab", "chunk", "tile")
+    size_axis = "tokens"
+    presets = {
+        "S": {"tokens": [33], "hidden": [64], "vocab": [781], "chunk": [8], "tile": [256]},
+        # M: GPT-2-sized logits on this machine: 1,024 tokens × 32,000 float32 logits are 131 MB, a chunk of 128
+        # holds 16 MB; the GEMM (34 GFLOP at hidden 512) keeps a call well under a second on two cores.
+        "M": {"tokens": [256, 1024], "hidden": [512], "vocab": [32000], "chunk": [128], "tile": [2048]},
+        "L": {"tokens": [4096, 8192], "hidden": [4096], "vocab": [128256], "chunk": [1024], "tile": [2048]},
+    }
+    checks = [
+        {"tokens": 7, "hidden": 16, "vocab": 3, "chunk": 4, "tile": 32},
+        {"tokens": 6, "hidden": 33, "vocab": 257, "chunk": 4, "tile": 64},
+        {"tokens": 5, "hidden": 64, "vocab": 100, "chunk": 2, "tile": 32},
+    ]
+    """vocab 3 (one tile), 257 and 100 in ragged tiles; token counts in ragged chunks (4 + 3, 4 + 2, 2 + 2 + 1);
+    hidden 33, odd. Small, because the CUDA simulator runs every thread of the GEMM and the row kernel."""
+
+    def check(self, params: Params) -> None:
+        for key in ("tokens", "hidden", "vocab", "chunk", "tile"):
+            value = params[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"scenario.{key}={value!r} must be a positive integer")
+        tile = params["tile"]
+        if tile & (tile - 1) or not TILE_MIN <= tile <= TILE_MAX:
+            raise ConfigError(f"scenario.tile={tile} must be a power of two in {TILE_MIN}..{TILE_MAX}")
+        tokens, hidden, vocab = params["tokens"], params["hidden"], params["vocab"]
+        # float32 inputs and the unfused logits; the float64 reference's logits and its error bound's
+        need = (tokens * hidden + hidden * vocab) * 4 + tokens * vocab * (4 + 8 * 2)
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > total:
+            raise ConfigError(f"{tokens} tokens × {vocab} logits need about {need / 2**30:.1f} GiB; "
+                              f"this machine has {total / 2**30:.1f}")  # fmt: skip
+
+    def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
+        t, h, v = params["tokens"], params["hidden"], params["vocab"]
+        return {"hidden": (t, h), "weight": (h, v), "targets": (t,)}
+
+    def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Hidden states uniform in [−1, 1), W scaled by 3/√hidden: logits of standard deviation about 1.7."""
+        t, h, v = params["tokens"], params["hidden"], params["vocab"]
+        x = rng.uniform(-1.0, 1.0, (t, h)).astype(dtype)
+        w = (rng.uniform(-1.0, 1.0, (h, v)) * (3.0 / np.sqrt(h))).astype(dtype)
+        return {"hidden": x, "weight": w, "targets": make_targets(t, v, rng)}
+
+    @staticmethod
+    def _loss(logits: np.ndarray, targets: np.ndarray) -> float:
+        m = logits.max(axis=1, keepdims=True)
+        logp = logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
+        return mean_loss(logp, targets)
+
+    def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
+        logits = inputs["hidden"].astype(np.float64) @ inputs["weight"].astype(np.float64)
+        return np.array([self._loss(logits, inputs["targets"])])
+
+    def output_shape(self, params: Params) -> tuple[int, ...]:
+        return (1,)
+
+    def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
+        p = params
+        return linear_ce_ledger(p["tokens"], p["hidden"], p["vocab"], p["chunk"], np.dtype(dtype).itemsize)
+
+    def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
+        """Four times the error of logits rounded to `dtype` storage, at least what the GEMM's float32 sums of
+        `hidden` products (√hidden ulps of Σ|h·w|, twice in lse − picked) and the row's sum may cost."""
+        h, w = inputs["hidden"].astype(np.float64), inputs["weight"].astype(np.float64)
+        stored = (h @ w).astype(np.float32).astype(dtype).astype(np.float64)
+        scale = max(abs(ref[0]), 1e-3)
+        own = abs(self._loss(stored, inputs["targets"]) - ref[0]) / scale
+        gemm = 2 * np.sqrt(params["hidden"]) * 2.0**-24 * float((np.abs(h) @ np.abs(w)).max()) / scale
+        reduction = 4 * 2.0**-24 * (np.sqrt(params["vocab"]) + np.sqrt(params["tokens"]))
+        return float(np.clip(max(4.0 * own, 4.0 * gemm + reduction), BASE_TOL[dtype], MAX_TOL[dtype]))
+
+    def emulation_params(self, params: Params, max_elements: int) -> Params:
+        """Fewer tokens (at least two chunks where there were), hidden at most 64, the vocabulary within budget."""
+        tokens, vocab, tile = params["tokens"], params["vocab"], params["tile"]
+        if vocab > max_elements:
+            vocab = max(max_elements - 1, min(tile, TILE_MAX) + 1)
+        keep = max(1, min(tokens, max_elements // vocab))
+        chunk = max(1, min(params["chunk"], keep // 2 or 1))
+        return {**params, "tokens": keep, "hidden": min(params["hidden"], 64), "vocab": vocab, "chunk": chunk}
