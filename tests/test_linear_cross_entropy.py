@@ -87,3 +87,14 @@ def test_fused_holds_a_chunk_of_logits_measured_on_the_cpu(tmp_path: Path) -> No
         assert abs(measured - modeled) < 2 * MIB + 0.1 * modeled, (variant, measured, modeled)
     fused = rows["fused"]
     assert fused.memory_verdict == "pays" and fused.memory_ratio > 3.0, (fused.memory_ratio, fused.memory_verdict)
+
+
+def test_m_preset_shows_the_memory_point_at_its_larger_size() -> None:
+    """At 4,096 tokens of a 32,000 vocabulary the fused variant's modeled peak is over 4× smaller; every case
+    of S and M passes the family's own checks (L's may not fit a smaller machine, and is refused with the reason)."""
+    for preset in ("S", "M"):
+        for case in LCE.cases(LCE.presets[preset]):
+            LCE.check(case)
+    big = max(LCE.cases(LCE.presets["M"]), key=lambda c: c["tokens"])
+    lg = LCE.ledger(big, "float32")
+    assert big["vocab"] >= 32000 and lg["unfused"].peak_bytes > 4 * lg["fused"].peak_bytes

@@ -86,9 +86,9 @@ class LinearCrossEntropy(Scenario):
     size_axis = "tokens"
     presets = {
         "S": {"tokens": [33], "hidden": [64], "vocab": [781], "chunk": [8], "tile": [256]},
-        # M: GPT-2-sized logits on this machine: 1,024 tokens × 32,000 float32 logits are 131 MB, a chunk of 128
-        # holds 16 MB; the GEMM (34 GFLOP at hidden 512) keeps a call well under a second on two cores.
-        "M": {"tokens": [256, 1024], "hidden": [512], "vocab": [32000], "chunk": [128], "tile": [2048]},
+        # M: a 32,000 vocabulary at hidden 256, so the logits outgrow W: 4,096 tokens of float32 logits are 524 MB
+        # against 33 MB of W, a chunk of 128 holds 16 MB; the GEMM (67 GFLOP) keeps a call near a second here.
+        "M": {"tokens": [1024, 4096], "hidden": [256], "vocab": [32000], "chunk": [128], "tile": [2048]},
         "L": {"tokens": [4096, 8192], "hidden": [4096], "vocab": [128256], "chunk": [1024], "tile": [2048]},
     }
     checks = [
