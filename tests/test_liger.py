@@ -37,10 +37,11 @@ def _build(family: str, params: dict, dtype: str = "float32", seed: int = 11):
 @pytest.mark.parametrize(("family", "params"), [
     ("cross_entropy", {"tokens": 17, "vocab": 300, "tile": 256}),
     ("rope", {"batch": 1, "seq_len": 5, "heads": 4, "kv_heads": 2, "head_dim": 64, "pairing": "half"}),
+    ("linear_cross_entropy", {"tokens": 17, "hidden": 8, "vocab": 300, "chunk": 4, "tile": 256}),
 ])  # fmt: skip
 def test_inputs_unchanged_and_every_call_the_same(family: str, params: dict) -> None:
     scn, host, inputs, out, launch = _build(family, params)
-    if family == "cross_entropy":
+    if "cross_entropy" in family:
         assert (host["targets"] == -100).any()  # an ignored token, whose logits Liger's kernel would zero
     ref = scn.reference(host, params)
     results = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenarios.linear_cross_entropy import LinearCrossEntropy, chunks
+from scenarios.linear_cross_entropy import LinearCrossEntropy, chunks, liger_chunk
 from suite.core.errors import ConfigError
 
 LCE = LinearCrossEntropy()
@@ -47,6 +47,17 @@ def test_ledger_matches_a_hand_count(dtype: str, s: int) -> None:
     assert fused.peak_bytes == held + c * v * s  # one chunk's logits
     assert lg["eager"].peak_bytes == held + 2 * t * v * s  # F.cross_entropy writes the log-softmax too
     assert lg["compiled"].peak_bytes == lg["unfused"].peak_bytes
+    library = lg["library"]  # Liger's own chunk (⌈7/3⌉ = 3 parts of ⌈5/3⌉ = 2 tokens), after its zeroed buffer
+    assert liger_chunk(t, h, v) == 2 and library.launches == 2 + 2 * 3 + 1
+    assert library.peak_bytes == held + 2 * v * s + t * h * s
+    assert library.bytes_written == lg["unfused"].bytes_written + t * h * s + 8
+
+
+def test_liger_chunk_is_liger_kernels_rule() -> None:
+    """Liger's own example: 4 × 4,096 tokens, vocabulary 32,000, hidden 4,096 → 8 parts, chunks of 2,048."""
+    assert liger_chunk(16384, 4096, 32000) == 2048
+    assert liger_chunk(4096, 256, 32000) == 64  # ⌈4096 / 125⌉ = 33, rounded up to a power of two
+    assert liger_chunk(5, 4096, 100) == 5  # one part: every token at once
 
 
 @pytest.mark.parametrize(("key", "value", "match"), [

@@ -2,6 +2,6 @@
 against all at once (see `scenario`). Importing the package registers the scenario.
 """
 
-from scenarios.linear_cross_entropy.scenario import LinearCrossEntropy, chunks, linear_ce_ledger
+from scenarios.linear_cross_entropy.scenario import LinearCrossEntropy, chunks, liger_chunk, linear_ce_ledger
 
-__all__ = ["LinearCrossEntropy", "chunks", "linear_ce_ledger"]
+__all__ = ["LinearCrossEntropy", "chunks", "liger_chunk", "linear_ce_ledger"]

@@ -17,7 +17,8 @@ W is the LM head's weight stored as (hidden, vocab), so that every backend's GEM
 either layout at one speed; Hugging Face's nn.Linear keeps it (vocab, hidden) and multiplies by its transpose).
 Targets are int64, about one token in eight ignored; the output is one value of the case's dtype. The GEMM is
 each backend's: the library GEMM of its array package (cuBLAS through torch or CuPy, NumPy's BLAS on the CPU),
-the matmul family's tiled kernel for Numba CUDA, which has no BLAS.
+the matmul family's tiled kernel for Numba CUDA, which has no BLAS. The `library` is Liger-Kernel's fused linear
+cross-entropy (on CUDA), at the chunk it picks itself (`liger_chunk`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ MAX_TOL = {"float32": 1e-3, "float16": 3e-2}
 def chunks(tokens: int, chunk: int) -> list[tuple[int, int]]:
     """The [start, stop) token ranges of the fused variant, the last one ragged."""
     return [(start, min(start + chunk, tokens)) for start in range(0, tokens, chunk)]
+
+
+def liger_chunk(tokens: int, hidden: int, vocab: int) -> int:
+    """The chunk Liger-Kernel's fused linear cross-entropy picks (0.8.x, chunk_mem_const 1): the tokens split into
+    ⌈vocab/hidden⌉ parts, rounded up to a power of two, so that a chunk's logits are about the hidden states' size."""
+    parts = -(-vocab // hidden)
+    return min(tokens, 1 << max(0, (-(-tokens // parts) - 1).bit_length()))
 
 
 def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -> dict[str, VariantLedger]:
@@ -81,7 +89,7 @@ class LinearCrossEntropy(Scenario):
     name = "linear_cross_entropy"
     config = LinearCrossEntropyConfig
     inputs = ("hidden", "weight", "targets")
-    variants = ("fused", "unfused", "eager", "compiled")
+    variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "hidden", "vocab", "chunk", "tile")
     size_axis = "tokens"
     presets = {
@@ -140,8 +148,17 @@ class LinearCrossEntropy(Scenario):
         return (1,)
 
     def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
-        p = params
-        return linear_ce_ledger(p["tokens"], p["hidden"], p["vocab"], p["chunk"], np.dtype(dtype).itemsize)
+        """The family's ledgers; the library's is the fused one at Liger's own chunk, after the zeroed gradient
+        buffer its forward allocates (tokens × hidden) and its count of the counted tokens."""
+        t, h, v, s = params["tokens"], params["hidden"], params["vocab"], np.dtype(dtype).itemsize
+        out = linear_ce_ledger(t, h, v, params["chunk"], s)
+        theirs = linear_ce_ledger(t, h, v, liger_chunk(t, h, v), s)["fused"]
+        zeros = KernelTraffic("zeroed gradient buffer (unused)", 0, t * h * s, 0)
+        count = KernelTraffic("count of counted tokens", t * TARGET_BYTES, TARGET_BYTES, t)
+        out["library"] = VariantLedger(
+            "library", (zeros, count, *theirs.kernels), peak_bytes=theirs.peak_bytes + t * h * s
+        )
+        return out
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of logits rounded to `dtype` storage, at least what the GEMM's float32 sums of
