@@ -50,7 +50,11 @@ def test_no_numba_cpu_kernel_gathers_or_scatters() -> None:
             params = scn.checks[0]
             inputs = scn.make_inputs(params, dtype, np.random.default_rng(0))
             out = target.empty(scn.output_shape(params), dtype)
-            registry.REGISTRY.get(key)(inputs, out, params, {})()
+            try:
+                launch = registry.REGISTRY.get(key)(inputs, out, params, {})
+            except registry.Unsupported:
+                continue  # no kernel for this dtype: nothing compiled to judge
+            launch()
     kernels = _kernels_of("backends.numba.on_cpu")
     assert len(kernels) >= 10  # the scan sees the kernels it should judge
     offenders = {name: len(GATHER.findall(asm)) for name, asm in kernels.items()
