@@ -29,7 +29,7 @@ from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides
 CONF = Path(__file__).resolve().parent.parent / "conf"
 TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_attention,tour_matmul"]
 """What `python -m suite` (and `nox -s bench`) runs when given no arguments: every family at sizes that show the
-effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 10 minutes on 2 CPU
+effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 13 minutes on 2 CPU
 cores with the install, each case timed in two worker processes."""
 
 MODEL_FAMILIES = ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
