@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.numba import stream_arg
+from backends.numba import BACKEND, stream_arg
 from backends.numba.on_cuda import matmul
 from backends.numba.on_cuda.cross_entropy import prepared, threads_of
 from scenarios.linear_cross_entropy import chunks
@@ -52,7 +52,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
         for step in steps:
             step()
 
-    by = block_chosen_by(None)
+    by = block_chosen_by(BACKEND.option(opts, "block"))  # as threads_of: the option where set
     launch.notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)},  # type: ignore[attr-defined]
                                 (tokens,), by, kernels=len(steps))  # fmt: skip
     return launch
