@@ -25,7 +25,9 @@ def _params(key: KernelKey) -> list:
     avail = target.probe() if target else targets.Availability(targets.UNAVAILABLE, "no target")
     for params in scenarios.SCENARIOS[key.scenario].checks:
         for dtype in scenarios.SCENARIOS[key.scenario].dtypes:
-            marks = [pytest.mark.skipif(avail.mode == targets.UNAVAILABLE, reason=avail.reason)]
+            refused = target.dtype_refusal(dtype) if target else ""
+            marks = [pytest.mark.skipif(avail.mode == targets.UNAVAILABLE, reason=avail.reason),
+                     pytest.mark.skipif(bool(refused), reason=refused)]  # fmt: skip
             ident = f"{key.scenario}-{key.backend}-{key.device}-{key.variant}-{dtype}-{params}"
             out.append(pytest.param(key, params, dtype, marks=marks, id=ident))
     return out

@@ -72,6 +72,7 @@ def sm_device() -> Device:
 class CupyTarget(Target):
     backend = "cupy"
     device = "cuda"
+    refused_dtypes = {"bfloat16": "the CuPy kernels are written for float and __half storage; no __nv_bfloat16 build"}
 
     def probe(self) -> Availability:
         return _probe()

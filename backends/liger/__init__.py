@@ -58,5 +58,13 @@ def needs_gpu(what: str) -> None:
                           "cannot run: checked on a GPU only")  # fmt: skip
 
 
+def bfloat16_arithmetic(what: str, dtype: object) -> None:
+    """Raise `Unsupported` under Triton's interpreter for a Liger kernel that computes in bfloat16 itself: the
+    interpreter holds bfloat16 as uint16 and its arithmetic then works on the bit patterns (NaNs and garbage)."""
+    if interpreting() and str(dtype).endswith("bfloat16"):
+        raise Unsupported(f"Liger's {what} kernel computes in bfloat16, which Triton's interpreter does on the "
+                          "16-bit patterns: checked on a GPU only")  # fmt: skip
+
+
 TARGET = LigerTarget()
 BACKEND = register_backend(Liger(TARGET))

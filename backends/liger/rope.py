@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from backends.liger import BACKEND
+from backends.liger import BACKEND, bfloat16_arithmetic
 from suite.core.registry import Launcher, Unsupported, kernel
 
 
@@ -22,6 +22,7 @@ from suite.core.registry import Launcher, Unsupported, kernel
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
     if params["pairing"] != "half":
         raise Unsupported(f"Liger's rope pairs value j with j + head_dim/2 (half) only, not {params['pairing']}")
+    bfloat16_arithmetic("rope", out.dtype)
     import triton
     from liger_kernel.ops.rope import _triton_rope
 

@@ -33,9 +33,13 @@ def simulating() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
+NO_BF16 = {"bfloat16": "Numba has no bfloat16 array type (NumPy's comes from ml_dtypes, which Numba cannot type)"}
+
+
 class NumbaCPU(Target):
     backend = "numba"
     device = "cpu"
+    refused_dtypes = NO_BF16
 
     def probe(self) -> Availability:
         try:
@@ -50,6 +54,7 @@ class NumbaCUDA(Target):
 
     backend = "numba"
     device = "cuda"
+    refused_dtypes = NO_BF16
     used = False
     """Whether this process made device arrays through the target: only then may `numba.cuda` hold deferred frees."""
 

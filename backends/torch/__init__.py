@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backends.torch.bridge import to_numpy, to_torch
 from suite.core.backend import Backend, Copy, Option, register_backend
 from suite.core.registry import Entry, kernel
 from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
@@ -32,7 +33,7 @@ class TorchCPU(Target):
         return Availability(NATIVE, f"torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads)")
 
     def asarray(self, a: np.ndarray) -> Any:
-        return torch.from_numpy(np.ascontiguousarray(a))
+        return to_torch(a)
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
         return torch.empty(shape, dtype=getattr(torch, dtype))
@@ -41,7 +42,7 @@ class TorchCPU(Target):
         a.fill_(float("nan"))
 
     def to_host(self, a: Any) -> np.ndarray:
-        return a.numpy()
+        return to_numpy(a)
 
 
 class TorchCUDA(TorchCPU):
@@ -53,13 +54,13 @@ class TorchCUDA(TorchCPU):
         return Availability(UNAVAILABLE, "no CUDA device: torch's GPU kernels cannot run here")
 
     def asarray(self, a: np.ndarray) -> Any:
-        return torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+        return to_torch(a, "cuda")
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> Any:
         return torch.empty(shape, dtype=getattr(torch, dtype), device="cuda")
 
     def to_host(self, a: Any) -> np.ndarray:
-        return a.cpu().numpy()
+        return to_numpy(a)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize()

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from backends.torch.bridge import to_numpy, to_torch, torch_dtype
+from backends.triton import interpreter_dot
 from suite.core.backend import Backend, Build, Option, register_backend
 from suite.core.targets import (
     EMULATED,
@@ -33,6 +35,10 @@ from suite.core.targets import (
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+if interpreting():
+    interpreter_dot.install()  # bfloat16 tl.dot multiplied as numbers, not bit patterns
 
 
 class TritonTarget(Target):
@@ -53,16 +59,16 @@ class TritonTarget(Target):
         return "cuda" if self.probe().mode == NATIVE else "cpu"
 
     def asarray(self, a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a)).to(self.torch_device)
+        return to_torch(a, self.torch_device)
 
     def empty(self, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=self.torch_device)
+        return torch.empty(shape, dtype=torch_dtype(dtype), device=self.torch_device)
 
     def poison(self, a: Any) -> None:
         a.fill_(float("nan"))
 
     def to_host(self, a: Any) -> np.ndarray:
-        return a.detach().cpu().numpy()
+        return to_numpy(a)
 
     def synchronize(self) -> None:
         if self.probe().mode == NATIVE:

@@ -36,7 +36,7 @@ MAX_CHAIN = 16
 MAX_N = 2**31 - 1
 """Kernels index with 32-bit ints in places; beyond that the case is refused, not silently wrong."""
 
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
+BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
 """Floor of the tolerance per dtype; the tolerance grows with the chain's conditioning (see `tolerance`)."""
 
 

@@ -36,8 +36,8 @@ from suite.core.scenario import Params, Scenario, register
 
 LOSS_BYTES = 4
 TILE_MIN, TILE_MAX = 32, 16384
-BASE_TOL = {"float32": 1e-5, "float16": 1e-3}
-MAX_TOL = {"float32": 1e-3, "float16": 3e-2}
+BASE_TOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 0.016}
+MAX_TOL = {"float32": 1e-3, "float16": 3e-2, "bfloat16": 0.24}
 
 
 def chunks(tokens: int, chunk: int) -> list[tuple[int, int]]:

@@ -41,8 +41,8 @@ BASE = 10000.0
 MAX_HEAD_DIM = 256
 """GPU kernels hold a head's row in one program or block."""
 MAX_ELEMENTS = 2**31 - 1
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
-MAX_TOL = {"float32": 1e-3, "float16": 1.0}
+BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
+MAX_TOL = {"float32": 1e-3, "float16": 1.0, "bfloat16": 8.0}
 """Caps. In half precision an output that nearly cancels (x₁·cos ≈ x₂·sin) is judged against the floor of the
 metric (1e-3 of the largest output), while the unfused steps round both products to 11 bits first: measured on
 Llama's shapes that alone costs up to 0.4 at one element. The cap then only bounds the worst element; the

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_ELEMENTS = 2**31 - 1
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3}
+BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
 """Floor of the tolerance per dtype (a few units in the last place of the stored result)."""
-MAX_TOL = {"float32": 1e-3, "float16": 2e-2}
+MAX_TOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 0.16}
 """Cap: an elementwise op of two roundings has no long sum to excuse more."""
 
 

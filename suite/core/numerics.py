@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from suite.core import dtypes
+
 FLOOR = 1e-3
 CHUNK = 1 << 14
 """Elements judged at a time: the float64 temporaries of a chunk stay in cache, so judging a 2^25-element output
@@ -25,7 +27,7 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
         return 0.0
     flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
     scale = max((_scale(flat_ref[i : i + CHUNK]) for i in range(0, flat_ref.size, CHUNK)), default=0.0)
-    tiny = float(np.finfo(out.dtype).tiny) if np.issubdtype(out.dtype, np.floating) else 0.0
+    tiny = float(dtypes.finfo(out.dtype).tiny) if dtypes.is_float(out.dtype) else 0.0
     floor = max(FLOOR * scale, tiny, np.finfo(np.float64).tiny)
     worst = 0.0
     for i in range(0, flat_out.size, CHUNK):

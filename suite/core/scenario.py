@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from suite.core.dtypes import DTYPES
 from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
 
@@ -48,7 +49,9 @@ class Scenario:
     """(candidate, rival) variant pairs compared across backends on the same device: a hand-written kernel
     against what a user could pick instead (the compiler's fusion of the same decomposition), both timed in the
     same interleaved rounds."""
-    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
+    dtypes: ClassVar[tuple[str, ...]] = DTYPES
+    """Storage dtypes the family can be swept in (the run's `dtype` picks among them; float32 and float16 by
+    default). A backend without one gives `skipped` rows (`Target.dtype_refusal`)."""
     axes: ClassVar[tuple[str, ...]]
     """Parameter names; each is a sweep axis in the config and a key of `params` in results.csv."""
     presets: ClassVar[dict[str, Params]]

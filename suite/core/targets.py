@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from suite.core import dtypes as _dtypes  # noqa: F401  registers bfloat16 with NumPy
+
 NATIVE, EMULATED, COMPILE, UNAVAILABLE = "native", "emulated", "compile", "unavailable"
 
 
@@ -38,8 +40,16 @@ class Target:
     """The suite's shared CUDA stream (a raw handle), set by the run on every CUDA target when a GPU is there:
     a target that queues copies (not only launches) puts them on it. None without a GPU."""
 
+    refused_dtypes: ClassVar[dict[str, str]] = {}
+    """Storage dtypes this target has no arrays or kernels for, each with the reason its rows give."""
+
     def probe(self) -> Availability:
         raise NotImplementedError
+
+    def dtype_refusal(self, dtype: str) -> str:
+        """Why this target cannot run a case stored in `dtype` ('' where it can): checked before anything is built,
+        so its rows are `skipped` with the reason rather than failing inside a compiler."""
+        return self.refused_dtypes.get(str(dtype), "")
 
     def asarray(self, a: np.ndarray) -> Any:
         return np.ascontiguousarray(a)

@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ADDED = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "PyYAML", "rich", "markdown-it-py", "mdurl",
-         "pygments", "packaging", "pyarrow", "nvidia-ml-py")  # fmt: skip
+         "pygments", "packaging", "pyarrow", "ml_dtypes", "nvidia-ml-py")  # fmt: skip
 """Distributions the suite imports (or its dependencies import) that a CUDA stack does not bring."""
 BUILT_FROM_SOURCE = ("antlr4-python3-runtime",)
 CUDA_STACK = ("torch", "triton", "cupy-cuda13x", "numba", "numba-cuda", "llvmlite", "numpy", "pandas",

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.core import resample
+from suite.core import dtypes, resample
 from suite.core.row import KEY
 from suite.report import between_runs
 
@@ -156,9 +156,10 @@ def verdict(value: float, lo: float, hi: float, threshold: float) -> str:
 
 
 def epsilon(dtype: str) -> float:
-    """Machine epsilon of a dtype by name (float32, float16…); that of float32 for a name NumPy does not know."""
+    """Machine epsilon of a dtype by name (float32, float16, bfloat16…); that of float32 for a name NumPy does not
+    know."""
     try:
-        return float(np.finfo(np.dtype(dtype)).eps)
+        return dtypes.eps(dtype)
     except (TypeError, ValueError):
         return float(np.finfo(np.float32).eps)
 

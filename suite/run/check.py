@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import numerics, registry, targets
+from suite.core import dtypes, numerics, registry, targets
 from suite.core.backend import BACKENDS
 from suite.core.registry import REGISTRY, KernelKey
 from suite.core.row import params_json
@@ -110,7 +110,7 @@ def build_and_check(
     target, mode = avail.target, avail.mode
     assert target is not None
     params = scn.emulation_params(job.params, job.emulate_max_elements) if mode == targets.EMULATED else job.params
-    if reason := footprint.guard(scn, params, job.dtype, key.variant, target):
+    if reason := target.dtype_refusal(job.dtype) or footprint.guard(scn, params, job.dtype, key.variant, target):
         return Check("skipped", reason, params), None
     inputs, ref, tol = data.get(params)
     built = Check("ok", "", params, tol, params_json(params) if params != job.params else "")
@@ -171,7 +171,7 @@ def _written(inputs: dict[str, np.ndarray], dev_inputs: dict[str, Any], target: 
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    both_nan = np.isnan(a) & np.isnan(b) if np.issubdtype(a.dtype, np.floating) else np.zeros(a.shape, bool)
+    both_nan = np.isnan(a) & np.isnan(b) if dtypes.is_float(a.dtype) else np.zeros(a.shape, bool)
     return (a == b) | both_nan
 
 
