@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from suite.core import backend, registry, scenario, targets
+from suite.run import validate
 from suite.run.runner import run
 from tests.conftest import make_config
 
@@ -35,7 +36,10 @@ def execute(block: str, name: str, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 @pytest.fixture
 def isolated():
-    """Whatever a block registers is taken out again, so no other test sees it."""
+    """Whatever a block registers is taken out again, so no other test sees it. Everything the suite discovers
+    is discovered first: the run below would otherwise register it inside the snapshot, and taking it out would
+    leave later tests with no backends (discovery happens once a process)."""
+    validate.discover_backends()
     tables = (scenario.SCENARIOS, registry.REGISTRY.kernels, backend.BACKENDS, targets.TARGETS)
     before = [set(t) for t in tables]
     yield
