@@ -2,8 +2,9 @@
 
 Triton's compiler and Numba's PTX compiler cannot run where TRITON_INTERPRET / NUMBA_ENABLE_CUDASIM are set, so
 they run in one subprocess without them, as tests/test_normalization_compile.py does: the Triton kernels at the
-launcher's num_warps, their PTX assembled by ptxas; Numba's to PTX. CuPy's sources go through NVRTC here. None
-may spill: the fused kernel holds a row of h (8192 columns, the M preset's widest) or walks a wider one in chunks.
+launcher's num_warps, in float32, float16 and bfloat16, their PTX assembled by ptxas; Numba's to PTX. CuPy's
+sources go through NVRTC here (Numba and CuPy have no bfloat16 path). None may spill: the fused kernel holds a
+row of h (8192 columns, the M preset's widest) or walks a wider one in chunks.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ def build(fn, dtype, const):
         log = subprocess.run(command, capture_output=True, text=True, check=True)
     return k, log.stdout + log.stderr
 
-for dtype in ("fp32", "fp16"):
+for dtype in ("fp32", "fp16", "bf16"):
     for tile, one in ((8192, True), (4096, False)):
         k, log = build(ta._add_rmsnorm_fused, dtype, {"TILE": tile, "ONE_TILE": one})
         print(json.dumps({"kernel": f"fused {dtype} tile={tile}", "ptx": k.asm["ptx"], "ptxas": log}))
-k, log = build(ta._residual_add, "fp16", {"TILE": 4096})
-print(json.dumps({"kernel": "residual add fp16", "ptx": k.asm["ptx"], "ptxas": log}))
+for dtype in ("fp16", "bf16"):
+    k, log = build(ta._residual_add, dtype, {"TILE": 4096})
+    print(json.dumps({"kernel": f"residual add {dtype}", "ptx": k.asm["ptx"], "ptxas": log}))
 
 from backends.numba.compile import compile_kernels
 from backends.numba.on_cuda import add_rmsnorm as na
@@ -59,7 +61,7 @@ def test_triton_and_numba_kernels_compile_for_sm90() -> None:
     rows = json_lines(proc.stdout)
     triton_rows = [r for r in rows if "kernel" in r]
     numba_rows = [r for r in rows if "numba" in r]
-    assert len(triton_rows) == 5 and len(numba_rows) == 2 * (1 + 4), [r.get("numba") for r in numba_rows]
+    assert len(triton_rows) == 3 * 2 + 2 and len(numba_rows) == 2 * (1 + 4), [r.get("numba") for r in numba_rows]
     for row in triton_rows:
         assert ".target sm_90" in row["ptx"], row["kernel"]
         (resources,) = parse_ptxas(row["ptxas"]).values()

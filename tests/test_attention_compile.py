@@ -1,7 +1,8 @@
 """The attention kernels compile for sm_90 without a GPU, without spilling, within their shared memory.
 
 CuPy's source goes through NVRTC. Triton's kernels are compiled by `triton.compile` for GPUTarget("cuda", 90)
-and assembled by ptxas, in a subprocess without TRITON_INTERPRET (the interpreter replaces `triton.jit`).
+and assembled by ptxas, in a subprocess without TRITON_INTERPRET (the interpreter replaces `triton.jit`), in
+float32, float16 and bfloat16 (the 16-bit products on tensor cores); CuPy and Numba have no bfloat16 path.
 Numba's kernels are compiled to PTX in a subprocess without the simulator; their register tiles must not
 have been put in local memory. Tile sizes whose shared memory exceeds 48 KB are refused with a reason.
 """
@@ -64,9 +65,10 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from backends.triton import attention as A
 
-for dtype, ty in (("float32", "fp32"), ("float16", "fp16")):
+for dtype, ty in (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16")):
     consts = A.tile_constants({"head_dim": 64, "causal": True, "block_m": 64, "block_n": 64})
-    tiled = {**consts, "num_warps": A.NUM_WARPS[dtype]}
+    warps = A.tiled_options(consts, dtype, {})["num_warps"]  # the launcher's; NUM_WARPS names float32's and float16's
+    assert A.NUM_WARPS.get(dtype, warps) == warps, (dtype, warps)
     kernels = {
         "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "scale"], consts),
         "_scores_kernel": (["Q", "K", "S"], ["seq_len", "scale"], consts),
@@ -78,7 +80,7 @@ for dtype, ty in (("float32", "fp32"), ("float16", "fp16")):
                      **dict.fromkeys(cx, "constexpr")}
         aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
         src = triton.compiler.ASTSource(fn=getattr(A, name), signature=signature, attrs=aligned, constexprs=cx)
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": A.NUM_WARPS[dtype]})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
         with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
             ptx.write(k.asm["ptx"])
             ptx.flush()
@@ -96,13 +98,13 @@ def test_triton_kernels_compile_for_sm90_without_spills() -> None:
     proc = run_without_emulation(TRITON_SCRIPT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
-    assert len(rows) == 8
+    assert len(rows) == 12
     for row in rows:
         where = f"{row['kernel']} {row['dtype']}"
         r = parse_ptxas(row["ptxas"])[row["kernel"]]
         assert row["cubin"] > 0 and r.registers > 0, where
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{where}: {r}"
-        if row["dtype"] == "float16" and row["kernel"] != "_softmax_kernel":
+        if row["dtype"] in ("float16", "bfloat16") and row["kernel"] != "_softmax_kernel":
             assert row["mma"], f"{where}: tl.dot did not use tensor cores"
 
 

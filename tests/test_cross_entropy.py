@@ -95,3 +95,67 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
         r = nvrtc_resources(kernel)
         assert kernel.cubin and r.registers > 0, kernel.log
         assert r.spill_bytes == 0 and r.stack_bytes == 0, f"{kernel.name}: {kernel.log}"
+
+
+TRITON_SCRIPT = """
+import json, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from backends.triton import cross_entropy as tc
+from backends.triton.launch import row_warps
+
+def compile_sm90(fn, signature, constexprs, warps):
+    # pointers 16-byte aligned, and the vocabulary a multiple of 16 (32,000, 50,304, 128,256): what Triton's
+    # launch specialises on for such a case
+    aligned = {(i,): [["tt.divisibility", 16]] for i, (k, v) in enumerate(signature.items())
+               if v.startswith("*") or k == "vocab"}
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=constexprs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
+        ptx.write(k.asm["ptx"])
+        ptx.flush()
+        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
+        log = subprocess.run(command, capture_output=True, text=True, check=True)
+    return k.asm["ptx"], log.stdout + log.stderr
+
+for dt in ("fp32", "fp16", "bf16"):
+    for tile in (2048, 16384):  # the M preset's tile, and the widest a program takes (16 warps)
+        w = row_warps(tile, {})
+        kernels = {
+            "_ce_rows": (tc._ce_rows, {"x_ptr": f"*{dt}", "t_ptr": "*i64", "loss_ptr": "*fp32", "vocab": "i32",
+                                       "TILE": "constexpr"}, {"TILE": tile}, w),
+            "_log_softmax": (tc._log_softmax, {"x_ptr": f"*{dt}", "logp_ptr": f"*{dt}", "vocab": "i32",
+                                               "TILE": "constexpr"}, {"TILE": tile}, w),
+        }
+        if tile == 2048:
+            kernels["_gather"] = (tc._gather, {"logp_ptr": f"*{dt}", "t_ptr": "*i64", "loss_ptr": "*fp32",
+                                               "tokens": "i32", "vocab": "i32", "BLOCK": "constexpr"},
+                                  {"BLOCK": tc.MEAN_BLOCK}, w)
+            kernels["_mean"] = (tc._mean, {"loss_ptr": "*fp32", "t_ptr": "*i64", "out_ptr": f"*{dt}",
+                                           "tokens": "i32", "BLOCK": "constexpr"}, {"BLOCK": tc.MEAN_BLOCK}, w)
+        for name, (fn, signature, constexprs, warps) in kernels.items():
+            ptx, log = compile_sm90(fn, signature, constexprs, warps)
+            print(json.dumps({"kernel": f"{name} {dt} tile={tile}", "ptx": ptx, "ptxas": log}))
+"""
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
+def test_triton_kernels_compile_for_sm90_without_spills() -> None:
+    """Every Triton kernel of the family (linear_cross_entropy launches the same row and mean kernels) in float32,
+    float16 and bfloat16, through ptxas: none may spill, and a 16-bit row is read as 16-bit values."""
+    from suite.gpu.ptxas import parse_ptxas
+    from tests.support import json_lines
+
+    proc = run_without_emulation(TRITON_SCRIPT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json_lines(proc.stdout)
+    assert len(rows) == 3 * (2 + 2 + 2)
+    for row in rows:
+        assert ".target sm_90" in row["ptx"], row["kernel"]
+        (resources,) = parse_ptxas(row["ptxas"]).values()
+        assert resources.registers > 0 and resources.spill_bytes == 0, f"{row['kernel']}: {resources}"
+        if row["kernel"].startswith(("_ce_rows", "_log_softmax")):  # a row read in 16-byte vectors, widened
+            assert "ld.global.v4.b32" in row["ptx"] or "ld.global.v2.b32" in row["ptx"], row["kernel"]
+            for dt, cvt in (("fp16", "cvt.f32.f16"), ("bf16", "cvt.f32.bf16")):
+                assert (f" {dt} " in row["kernel"]) == (cvt in row["ptx"]), row["kernel"]

@@ -167,7 +167,7 @@ from backends.triton import attention as A
 
 for case in sys.argv[1:]:
     dtype, head_dim, block_m, block_n, stages = case.split(",")
-    ty = {"float32": "fp32", "float16": "fp16"}[dtype]
+    ty = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}[dtype]
     consts = A.tile_constants({"head_dim": int(head_dim), "causal": False, "block_m": int(block_m),
                                "block_n": int(block_n)})
     options = A.tiled_options(consts, dtype, {}) | ({"num_stages": int(stages)} if stages else {})
@@ -184,6 +184,7 @@ FLASH_CASES = {
     "in at one stage": "float32,64,256,128,1",
     "float32 preset": "float32,64,64,64,",
     "float16 preset": "float16,64,64,64,",
+    "bfloat16 preset": "bfloat16,64,64,64,",
 }
 """dtype, head_dim, block_m, block_n and num_stages (empty: the ones `attention_config` picks)."""
 
@@ -194,7 +195,7 @@ def test_triton_flash_shared_memory_against_the_opt_in_limit() -> None:
     """Compiled for sm_90 at the warps and stages `attention_config` picks: float32 at head_dim 256 with 128×128
     tiles needs more shared memory than a block may opt in to, already at one stage, and is refused; 256×128
     tiles at head_dim 64 are over at the rule's two stages and fit at one, which `_fit` then picks; the presets'
-    tiles fit as they are."""
+    tiles fit as they are, in every dtype."""
     from backends.triton.launch import SMEM_OPTIN, shared_memory_problem
 
     proc = run_without_emulation(FLASH_SCRIPT, *FLASH_CASES.values(), timeout=900)
@@ -206,5 +207,5 @@ def test_triton_flash_shared_memory_against_the_opt_in_limit() -> None:
     over, fits = found["over at the rule's stages"], found["in at one stage"]
     assert over["stages"] == 2 and over["shared"] > SMEM_OPTIN >= fits["shared"], (over, fits)
     assert _fit({2: over["shared"], 1: fits["shared"]}, 2)[1]["num_stages"] == 1
-    for name in ("float32 preset", "float16 preset"):
+    for name in ("float32 preset", "float16 preset", "bfloat16 preset"):
         assert shared_memory_problem(found[name]["shared"], SMEM_OPTIN, found[name]["stages"]) is None, found[name]

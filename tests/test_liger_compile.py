@@ -5,7 +5,9 @@ that renames one, or a launch that passes a wrong type, would first show on a GP
 interpreter builds each row's entry on CPU tensors at a model's shapes (Llama-3-8B: hidden 4096, intermediate
 14336, 32 query and 8 key heads of 128, vocabulary 128,256), records the `kernel[grid](...)` call its launcher
 makes instead of running it, and compiles that call for GPUTarget("cuda", 90) through `triton.compile`, its PTX
-assembled by ptxas: every argument's type from the value the launcher passed, constexprs and num_warps as passed.
+assembled by ptxas: every argument's type from the value the launcher passed, constexprs and num_warps as passed;
+in float32, float16 and bfloat16 (Liger's kernels that compute in bfloat16 itself are checked here only: the
+interpreter does that arithmetic on the bit patterns).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from suite.core import registry, scenario as scenarios
 from suite.core.registry import KernelKey
+from backends.torch.bridge import to_torch, torch_dtype
 
 registry.discover()
 scenarios.discover()
-TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.int64: "i64", torch.int32: "i32"}
+TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int64: "i64",
+         torch.int32: "i32"}
 CASES = {
     ("liger_kernel.ops.fused_add_rms_norm", "_fused_add_rms_norm_forward_kernel"):
         ("add_rmsnorm", {"rows": 3, "cols": 4096, "tile": 4096}),
@@ -61,10 +65,10 @@ for (module, name), (family, params) in CASES.items():
     recorder = Recorder(fn)
     setattr(mod, name, recorder)
     scn = scenarios.SCENARIOS[family]
-    for dtype in ("float32", "float16"):
+    for dtype in ("float32", "float16", "bfloat16"):
         inputs = scn.make_inputs(params, dtype, np.random.default_rng(7))
-        tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in inputs.items()}
-        out = torch.empty(scn.output_shape(params), dtype=getattr(torch, dtype))
+        tensors = {k: to_torch(v) for k, v in inputs.items()}
+        out = torch.empty(scn.output_shape(params), dtype=torch_dtype(dtype))
         registry.REGISTRY.get(KernelKey(family, "liger", "library", "cuda"))(tensors, out, params, {"stream": None})()
         (grid, args, kwargs), = recorder.calls[-1:]
         options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
@@ -92,7 +96,7 @@ def test_liger_rows_compile_for_sm90_as_launched() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = {r["kernel"]: r for r in json_lines(proc.stdout)}
     families = ("add_rmsnorm", "swiglu", "rope", "cross_entropy")
-    assert sorted(rows) == sorted(f"{f} {d}" for f in families for d in ("float32", "float16"))
+    assert sorted(rows) == sorted(f"{f} {d}" for f in families for d in ("float32", "float16", "bfloat16"))
     for name, row in rows.items():
         assert ".target sm_90" in row["ptx"], name
         (resources,) = parse_ptxas(row["ptxas"]).values()
@@ -100,4 +104,6 @@ def test_liger_rows_compile_for_sm90_as_launched() -> None:
     # one program per row or token, at the warps Liger picks on Hopper
     assert rows["rope float32"]["grid"] == [3] and rows["cross_entropy float16"]["grid"] == [3]
     assert rows["cross_entropy float32"]["warps"] == 32 and rows["swiglu float16"]["warps"] == 16
+    assert rows["rope bfloat16"]["grid"] == [3] and rows["cross_entropy bfloat16"]["grid"] == [3]
+    assert rows["cross_entropy bfloat16"]["warps"] == 32 and rows["swiglu bfloat16"]["warps"] == 16
     assert ".param .u64" in rows["cross_entropy float32"]["ptx"]  # the logits, targets and losses are pointers

@@ -5,8 +5,10 @@ simulator has no compiler either, so Triton and Numba CUDA compile in subprocess
 CuPy's sources go through NVRTC in-process. Every tile the presets sweep that the kernel accepts (CuPy: two
 stages in at most 227 KiB of opted-in dynamic shared memory; Numba: 48 KiB static) must compile in at most 255
 registers without spilling, and the register-tiled kernels must show their vector accesses (CuPy) or keep the
-register tile out of local memory (Numba). Triton's float32 path (true float32 FMAs, no tensor cores) spills about 190 bytes
-at 128×128×64, so that tile is left out of its no-spill list here; the report names it.
+register tile out of local memory (Numba). Triton's kernels compile in float32, float16 and bfloat16 (Numba and
+CuPy have no bfloat16 path); the 16-bit tiled ones must use tensor cores. Triton's float32 path (true float32
+FMAs, no tensor cores) spills about 190 bytes at 128×128×64, so that tile is left out of its no-spill list here;
+the report names it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from scenarios.matmul import SWEEP
 from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 TILES = [[16, 16, 16], [32, 16, 16], [64, 64, 32], [128, 128, 32]]
+TRITON_TILES = {"fp32": TILES, "fp16": TILES, "bf16": [TILES[0], TILES[-1]]}
+"""The tiles Triton's tiled kernel is compiled at, by dtype. bfloat16 takes the same tensor-core path as float16
+(float32 accumulation), so it is held to the two ends only: the smallest tile (mma.sync, 4 warps) and the
+largest (wgmma, 8 warps, the most accumulator registers a thread holds)."""
 
 TRITON_SCRIPT = """
 import json, subprocess, sys, tempfile, triton
@@ -38,8 +44,7 @@ def build(fn, signature, constexprs, pointers, warps):
         log = subprocess.run(command, capture_output=True, text=True, check=True)
     return {"cubin": len(k.asm.get("cubin", b"")), "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}
 
-tiles = json.loads(sys.argv[1])
-for dt in ("fp32", "fp16"):
+for dt, tiles in json.loads(sys.argv[1]).items():
     ptrs = {p: f"*{dt}" for p in ("a_ptr", "b_ptr", "bias_ptr", "c_ptr")}
     dims = {"M": "i32", "N": "i32", "K": "i32"}
     for tile in tiles:
@@ -80,17 +85,19 @@ print(json.dumps(out))
 def test_triton_kernels_compile_for_sm90() -> None:
     from suite.gpu.ptxas import parse_ptxas
 
-    proc = run_without_emulation(TRITON_SCRIPT, json.dumps(TILES))
+    proc = run_without_emulation(TRITON_SCRIPT, json.dumps(TRITON_TILES))
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
-    assert len(rows) == 2 * (2 * len(TILES) + 2)
+    assert len(rows) == sum(2 * len(tiles) + 2 for tiles in TRITON_TILES.values())
     for row in rows:
         where = f"{row['kernel']} {row['dtype']} {row.get('tile', '')} epilogue={row.get('epilogue', '')}"
         assert row["cubin"] > 0 and ".target sm_90" in row["ptx"], where
         r = parse_ptxas(row["ptxas"])[row["kernel"]]
         assert 0 < r.registers <= 255 and r.spill_bytes == 0, f"{where}: {r}"
-        if row["kernel"] == "_tiled_kernel" and row["dtype"] == "fp16" and row["tile"][0] >= 64:
-            assert "wgmma" in row["ptx"], f"{where}: float16 tl.dot should use Hopper's wgmma"
+        if row["kernel"] == "_tiled_kernel" and row["dtype"] in ("fp16", "bf16"):
+            assert "mma" in row["ptx"], f"{where}: 16-bit tl.dot should use tensor cores"
+            if row["tile"][0] >= 64:
+                assert "wgmma" in row["ptx"], f"{where}: 16-bit tl.dot should use Hopper's wgmma"
         if row["kernel"] == "_tiled_kernel" and row["dtype"] == "fp32":
             assert "mma" not in row["ptx"], f"{where}: input_precision='ieee' must not use tensor cores (TF32)"
 

@@ -2,9 +2,10 @@
 
 Triton's compiler and Numba's PTX compiler cannot run where TRITON_INTERPRET / NUMBA_ENABLE_CUDASIM are set
 (this test session sets both), so they run in a subprocess without them. Triton kernels are compiled at the
-launcher's num_warps and their PTX assembled by ptxas; CuPy's sources go through NVRTC. None may spill, for
-the default tile (4096 columns) and for the largest (16384, the chunked path, where registers are tightest);
-CuPy's also not at 1024 threads a block, where a thread has 64 registers at most.
+launcher's num_warps, in float32, float16 and bfloat16 (which CuPy and Numba do not take), and their PTX
+assembled by ptxas; CuPy's sources go through NVRTC. None may spill, for the default tile (4096 columns) and for
+the largest (16384, the chunked path, where registers are tightest); CuPy's also not at 1024 threads a block,
+where a thread has 64 registers at most.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import json
 
 import pytest
 
-from scenarios.normalization import DECOMPOSITIONS
+from scenarios.normalization import DECOMPOSITIONS, kind
 from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 STEP_OPS = sorted({st.op for steps in DECOMPOSITIONS.values() for st in steps})
+BF16_STEP_OPS = sorted({kind(op): op for op in STEP_OPS}.values())
+"""One step op of each Triton template (reduce, rowwise, map, affine), compiled in bfloat16 too."""
 
 TRITON_SCRIPT = """
-import json, subprocess, tempfile, triton
+import json, subprocess, sys, tempfile, triton
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from backends.triton import normalization as tn
@@ -44,13 +47,17 @@ def build(fn, dtype, const):
 
 cases = [(op, dtype, tile, one) for op in tn.FUSED for dtype in ("fp32", "fp16") for tile, one in
          ((4096, True), (4096, False))] + [(op, "fp16", 16384, False) for op in tn.FUSED]
+# bfloat16 loads and stores as float16 does and computes in float32: its rows hold the two ends, one whole tile and
+# the widest chunked one (where registers are tightest); its steps, one op of each template.
+cases += [(op, "bf16", tile, one) for op in tn.FUSED for tile, one in ((4096, True), (16384, False))]
 for op, dtype, tile, one in cases:
     k, log = build(tn.FUSED[op], dtype, {"TILE": tile, "ONE_TILE": one})
     print(json.dumps({"kernel": f"{op} fused {dtype} tile={tile} one_tile={one}", "ptx": k.asm["ptx"], "ptxas": log}))
-for op, code in tn.CODES.items():
+steps = [(op, "fp16") for op in tn.CODES] + [(op, "bf16") for op in sys.argv[1:]]
+for op, dtype in steps:
     fn = TEMPLATES[kind(op)]
-    k, log = build(fn, "fp16", {"TILE": 4096} | ({"OP": code} if "OP" in fn.arg_names else {}))
-    print(json.dumps({"kernel": f"{op} step fp16", "ptx": k.asm["ptx"], "ptxas": log}))
+    k, log = build(fn, dtype, {"TILE": 4096} | ({"OP": tn.CODES[op]} if "OP" in fn.arg_names else {}))
+    print(json.dumps({"kernel": f"{op} step {dtype}", "ptx": k.asm["ptx"], "ptxas": log}))
 """
 
 NUMBA_SCRIPT = """
@@ -71,10 +78,12 @@ print(json.dumps(out))
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("triton", "torch")), reason=missing("triton", "torch"))
 def test_triton_kernels_compile_for_sm90_without_spills() -> None:
-    proc = run_without_emulation(TRITON_SCRIPT)
+    proc = run_without_emulation(TRITON_SCRIPT, *BF16_STEP_OPS)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
-    assert len(rows) == 3 * 5 + len(STEP_OPS)
+    assert len(rows) == 3 * (5 + 2) + len(STEP_OPS) + len(BF16_STEP_OPS)
+    bf16_steps = {r["kernel"].split()[0] for r in rows if r["kernel"].endswith("step bf16")}
+    assert {kind(op) for op in bf16_steps} == {kind(op) for op in STEP_OPS}, bf16_steps  # every template
     for row in rows:
         assert ".target sm_90" in row["ptx"], row["kernel"]
         (resources,) = parse_ptxas(row["ptxas"]).values()

@@ -169,7 +169,7 @@ def build(fn, dtype, const):
     return k, log.stdout + log.stderr
 
 for pair in (0, 1):
-    for dtype in ("fp32", "fp16"):
+    for dtype in ("fp32", "fp16", "bf16"):
         k, log = build(tr._rope_fused, dtype, {"PAIR": pair, "HALF": 64})
         print(json.dumps({"kernel": f"fused {pair} {dtype}", "ptx": k.asm["ptx"], "ptxas": log}))
         for op in (tr.ROTATE, tr.MUL, tr.ADD):
@@ -187,7 +187,7 @@ def test_triton_kernels_compile_for_sm90_without_spills() -> None:
     proc = run_without_emulation(TRITON_SCRIPT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
-    assert len(rows) == 2 * 2 * 4
+    assert len(rows) == 2 * 3 * 4  # pairings × float32, float16, bfloat16 × (fused + 3 steps)
     for row in rows:
         assert ".target sm_90" in row["ptx"], row["kernel"]
         (resources,) = parse_ptxas(row["ptxas"]).values()

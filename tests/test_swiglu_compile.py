@@ -1,6 +1,7 @@
-"""swiglu's GPU kernels compile for sm_90 (H100/H200) without a GPU: Triton's every mode through ptxas, Numba's to
-PTX (one subprocess without the emulation switches, as tests/test_normalization_compile.py), CuPy's through NVRTC.
-None may spill; an elementwise kernel holding a few values a thread has no excuse to."""
+"""swiglu's GPU kernels compile for sm_90 (H100/H200) without a GPU: Triton's every mode through ptxas (float32,
+float16 and bfloat16), Numba's to PTX (one subprocess without the emulation switches, as
+tests/test_normalization_compile.py), CuPy's through NVRTC (neither has a bfloat16 path). None may spill; an
+elementwise kernel holding a few values a thread has no excuse to."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from backends.triton import swiglu as ts
 
-for dtype in ("fp32", "fp16"):
+for dtype in ("fp32", "fp16", "bf16"):
     for mode in (ts.FUSED, ts.SILU, ts.MUL):
         signature = {"p_ptr": f"*{dtype}", "q_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32",
                      "MODE": "constexpr", "BLOCK": "constexpr"}
@@ -46,7 +47,7 @@ def test_triton_and_numba_kernels_compile_for_sm90() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
     triton_rows, numba_rows = [r for r in rows if "kernel" in r], [r for r in rows if "numba" in r]
-    assert len(triton_rows) == 6 and len(numba_rows) == 6
+    assert len(triton_rows) == 3 * 3 and len(numba_rows) == 6
     for row in triton_rows:
         assert ".target sm_90" in row["ptx"], row["kernel"]
         (resources,) = parse_ptxas(row["ptxas"]).values()

@@ -35,7 +35,7 @@ from scenarios.elementwise_chain import ALL8
 
 # What Triton's launcher specialises on for torch buffers and for n = 2**k: both allow 128-bit accesses.
 aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
-for dtype in ("fp32", "fp16"):
+for dtype in ("fp32", "fp16", "bf16"):
     for name, ops in [("fused", ALL8)] + [("unfused", [op]) for op in ALL8]:
         signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32", "CHAIN": "constexpr",
                      "BLOCK": "constexpr"}
@@ -58,7 +58,7 @@ def test_triton_kernels_compile_for_sm90() -> None:
     proc = run_without_emulation(TRITON_SCRIPT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = json_lines(proc.stdout)
-    assert len(rows) == 2 * (1 + len(ALL8))
+    assert len(rows) == 3 * (1 + len(ALL8))  # float32, float16, bfloat16
     for row in rows:
         where = f"{row['variant']} {row['ops']} {row['dtype']}"
         assert row["cubin"] > 0, f"no cubin for {where}"

@@ -159,9 +159,9 @@ def _pv_kernel(P, V, Out, seq_len, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
 
 SOFTMAX_BLOCK = 1024
 """Chunk of a row the softmax kernel holds at once (smaller for short rows)."""
-NUM_WARPS = {"float32": 8, "float16": 4}
+NUM_WARPS = {"float32": 8, "float16": 4, "bfloat16": 4}
 """What `attention_config` gives the presets' 64×64 tiles of head_dim 64: float32 products run on FMA units (no
-tensor cores in "ieee" precision) and need the registers of 8 warps; float16 uses mma with 4."""
+tensor cores in "ieee" precision) and need the registers of 8 warps; float16 and bfloat16 use mma with 4."""
 
 
 def tile_constants(params: dict) -> dict[str, Any]:

@@ -9,7 +9,7 @@
   rule (min(max(BLOCK // 256, 1), 8)) with the softmax tutorial's 16 warps from 4096 columns: 8 values per
   thread for a row of one tile.
 - Attention (`attention_config`): BLOCK_M and BLOCK_N are the case's (the ledger counts K and V re-reads per
-  query tile). With float16 the products run on tensor cores: 4 warps, 8 from a 128×128 tile (the fused-attention
+  query tile). With float16 or bfloat16 the products run on tensor cores: 4 warps, 8 from a 128×128 tile (the fused-attention
   tutorial keeps 8 warps only there) and 4 pipeline stages for head_dim ≤ 64, 3 above (its fixed choice before
   it autotuned). float32 in "ieee" precision runs on FMA units and holds the score tile, q and the accumulator
   in registers: warps grow with BLOCK_M·(BLOCK_N + 2·BLOCK_D) so a thread keeps about 64 of those values (8 warps
@@ -104,14 +104,15 @@ def row_warps(tile: int, opts: Mapping[str, Any]) -> int:
 
 def attention_config(block_m: int, block_n: int, block_d: int, dtype: str, opts: Mapping[str, Any]) -> dict[str, int]:
     """{"num_warps", "num_stages"} of the tiled attention kernels for the case's tiles and dtype."""
-    if dtype == "float16":
+    half = dtype in ("float16", "bfloat16")  # 16-bit products run on tensor cores alike
+    if half:
         warps = 8 if block_m * block_n >= 128 * 128 else 4
         stages = 4 if block_d <= 64 else 3
     else:
         values = block_m * (block_n + 2 * block_d)
         warps = max(4, min(16, next_power_of_two(cdiv(values, 32 * VALUES_PER_THREAD))))
         stages = 3
-    size = 2 if dtype == "float16" else 4
+    size = 2 if half else 4
     while stages > 1 and stages * 2 * block_n * block_d * size > SMEM_BUDGET:
         stages -= 1
     return {"num_warps": int(opts.get("num_warps") or warps), "num_stages": stages}
