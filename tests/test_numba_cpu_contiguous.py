@@ -46,7 +46,7 @@ def test_no_numba_cpu_kernel_gathers_or_scatters() -> None:
     keys = [k for k in registry.REGISTRY.keys(backend="numba", device="cpu") if k.scenario in scenarios.SCENARIOS]
     for key in keys:
         scn = scenarios.SCENARIOS[key.scenario]
-        for dtype in scn.dtypes:
+        for dtype in (d for d in scn.dtypes if not target.dtype_refusal(d)):  # bfloat16: no Numba kernel to scan
             params = scn.checks[0]
             inputs = scn.make_inputs(params, dtype, np.random.default_rng(0))
             out = target.empty(scn.output_shape(params), dtype)
