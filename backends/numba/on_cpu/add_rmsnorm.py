@@ -4,7 +4,9 @@ Unfused walks the family's decomposition: the add (`add_rmsnorm_kernels.add_kern
 then rmsnorm's three steps — the normalization family's Numba step kernels, reused as they are — read h and
 write the statistic, the normalised matrix and y into out[1]. Fused is `add_rmsnorm_kernels.fused_kernel`.
 Halves travel as their uint16 bits; every kernel is compiled here for exactly its arguments, so no launch
-compiles, and scratch (the per-thread rows of h, the weight in float32) is allocated here too.
+compiles, and scratch (the weight in float32) is allocated here too. The fused kernel holds no per-thread row of
+h: it reads row i's h back from out[0] (or recomputes it from x and residual in half precision) while the row is
+still in L1/L2, which costs less than storing it a second time (see `add_rmsnorm_kernels`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numba
 import numpy as np
 
 from backends.numba.on_cpu.add_rmsnorm_kernels import add_kernel, fused_kernel
-from backends.numba.on_cpu.arrays import per_thread, storage
+from backends.numba.on_cpu.arrays import storage
 from backends.numba.on_cpu.normalization_kernels import CODES, step_kernel
 from backends.numba.ops import VECTOR_CODECS
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
@@ -42,11 +44,10 @@ def _arrays(inputs: dict[str, Any], out: np.ndarray) -> tuple[str, dict[str, np.
 
 @kernel(scenario="add_rmsnorm", backend="numba", variant="fused", device="cpu")
 def fused(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
-    """One kernel: x, residual and weight read once, h and y written once while a row fits `tile`."""
+    """One kernel: x, residual and weight read once from memory, h and y written once while a row fits `tile`."""
     dtype, env = _arrays(inputs, out)
     cols, tile = out.shape[-1], int(params["tile"])
-    buf = per_thread(2 * cols if cols <= tile else 0, np.float32)
-    args = (env["x"], env["residual"], env["weight"], env["h"], env["y"], tile, buf, np.empty(cols, np.float32))
+    args = (env["x"], env["residual"], env["weight"], env["h"], env["y"], tile, np.empty(cols, np.float32))
     run = _compiled(fused_kernel(dtype), *args)
 
     def launch() -> None:
