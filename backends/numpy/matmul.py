@@ -37,7 +37,7 @@ def _bias_gelu(x: np.ndarray, bias: np.ndarray, t: np.ndarray, out: np.ndarray) 
 def library(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
     """sgemm (after converting float16 operands), then, with the epilogue, bias+gelu as ufunc passes."""
     a, b = inputs["a"], inputs["b"]
-    half, epilogue = out.dtype == np.float16, params["epilogue"] == "bias_gelu"
+    half, epilogue = out.dtype.itemsize == 2, params["epilogue"] == "bias_gelu"  # float16, bfloat16
     a32 = np.empty(a.shape, np.float32) if half else a
     b32 = np.empty(b.shape, np.float32) if half else b
     c32 = np.empty(out.shape, np.float32) if half or epilogue else out
@@ -49,7 +49,7 @@ def library(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -
             np.copyto(a32, a)
             np.copyto(b32, b)
         np.matmul(a32, b32, out=c32)
-        if half:  # A·B stored in float16: the result, or the intermediate the epilogue reads back
+        if half:  # A·B stored in 16 bits: the result, or the intermediate the epilogue reads back
             np.copyto(out, c32, casting="same_kind")
         if epilogue:
             if half:

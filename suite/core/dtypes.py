@@ -17,9 +17,6 @@ import numpy as np
 DTYPES = ("float32", "float16", "bfloat16")
 """Every storage dtype a family may sweep, widest first."""
 
-HALF = ("float16", "bfloat16")
-"""Two-byte storage: computed in float32, rounded on every store."""
-
 
 def finfo(dtype: str | np.dtype) -> ml_dtypes.finfo:
     """np.finfo for every dtype here (NumPy's refuses bfloat16)."""
