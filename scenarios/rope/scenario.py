@@ -183,6 +183,16 @@ class Rope(Scenario):
         own = rel_err(emulate(inputs, params["pairing"], dtype), ref)
         return float(np.clip(4.0 * own, BASE_TOL[dtype], MAX_TOL[dtype]))
 
+    def title(self, params: Params, size_axis: str) -> str:
+        """A facet's title short enough to sit above it: the pairing, the heads and head_dim ('half · 32/8 heads ·
+        d=128'), and the batch where it is not 1; the case's full label is its series in the tables."""
+        keep = {k: v for k, v in params.items() if k != size_axis}
+        parts = [str(keep.get("pairing", "")), f"{keep.get('heads', '?')}/{keep.get('kv_heads', '?')} heads",
+                 f"d={keep.get('head_dim', '?')}"]  # fmt: skip
+        if keep.get("batch", 1) != 1:
+            parts.append(f"batch={keep['batch']}")
+        return " · ".join(p for p in parts if p)
+
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """One sequence, as many positions as fit; the heads and head_dim stay (they shape the kernels)."""
         per_position = (params["heads"] + params["kv_heads"]) * params["head_dim"]
