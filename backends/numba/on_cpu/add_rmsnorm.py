@@ -2,8 +2,8 @@
 
 Unfused walks the family's decomposition: the add (`add_rmsnorm_kernels.add_kernel`) writes h into out[0],
 then rmsnorm's three steps — the normalization family's Numba step kernels, reused as they are — read h and
-write the statistic, the normalised matrix and y into out[1]. Fused is `add_rmsnorm_kernels.fused_kernel`.
-Halves travel as their uint16 bits; every kernel is compiled here for exactly its arguments, so no launch
+write the statistic, the normalised matrix and y into out[1]. Fused is `add_rmsnorm_kernels.fused_kernel`
+(`fused_wide_kernel` where a row is wider than the tile). Halves travel as their uint16 bits; every kernel is compiled here for exactly its arguments, so no launch
 compiles, and scratch (the weight in float32) is allocated here too. The fused kernel holds no per-thread row of
 h: it reads row i's h back from out[0] (or recomputes it from x and residual in half precision) while the row is
 still in L1/L2, which costs less than storing it a second time (see `add_rmsnorm_kernels`).
@@ -16,7 +16,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba.on_cpu.add_rmsnorm_kernels import add_kernel, fused_kernel
+from backends.numba.on_cpu.add_rmsnorm_kernels import add_kernel, fused_kernel, fused_wide_kernel
 from backends.numba.on_cpu.arrays import storage
 from backends.numba.on_cpu.normalization_kernels import CODES, step_kernel
 from backends.numba.ops import VECTOR_CODECS
@@ -47,8 +47,12 @@ def fused(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> 
     """One kernel: x, residual and weight read once from memory, h and y written once while a row fits `tile`."""
     dtype, env = _arrays(inputs, out)
     cols, tile = out.shape[-1], int(params["tile"])
-    args = (env["x"], env["residual"], env["weight"], env["h"], env["y"], tile, np.empty(cols, np.float32))
-    run = _compiled(fused_kernel(dtype), *args)
+    arrays, wf = (env["x"], env["residual"], env["weight"], env["h"], env["y"]), np.empty(cols, np.float32)
+    if cols > tile:
+        args, run = (*arrays, tile, wf), fused_wide_kernel(dtype)
+    else:
+        args, run = (*arrays, wf), fused_kernel(dtype)
+    run = _compiled(run, *args)
 
     def launch() -> None:
         run(*args)
