@@ -26,9 +26,16 @@ loop is built to add as little as it can (on the 2-core CI host, one thread, flo
 
 What still separates the loop from a copy at DRAM sizes is the re-read of row i's h and the weight, two streams
 from L2 beside the four from memory: a bare loop storing h and y of the same row from x and residual runs at the
-copy's rate, one that also reads the previous row's h at 94%, and the weight costs about 8% more. In half
-precision the recompute costs two conversions per value where the buffer cost a float32 store and load: rows
-of 1,024 columns in cache lose about 4%, rows in DRAM gain 7–10 points of the copy.
+copy's rate, one that also reads the previous row's h at 94%, and the weight costs about 8% more. It depends on
+what the host's memory gives: at times when an ordinary-store copy reads 58–59 GB/s instead of 36–38, at
+1,823 × 4,096 the bare loop still ran at 111–113% of the copy, with the previous row's h and the weight 87–89%,
+and this kernel 79–81% (92–97% when the copy read 36–38). At 1,024 columns a row of every stream fits L1 and the
+re-read costs little: 97–99% at either rate, calls back to back. The re-read is the pipeline itself (row i's y
+waits for row i's sum of squares); prefetching the next rows did not help, and splitting the loop in chunks (to
+prefetch the re-read lines a chunk ahead) lost a third of its speed before any prefetch.
+
+In half precision the recompute costs two conversions per value where the buffer cost a float32 store and load:
+rows of 1,024 columns in cache lose about 4%, rows in DRAM gain 7–10 points of the copy.
 """
 
 from __future__ import annotations
