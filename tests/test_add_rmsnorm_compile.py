@@ -17,24 +17,16 @@ from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import add_rmsnorm as ta
 from backends.triton.normalization import num_warps
+from tests.sm90 import aligned, compile_sm90
 
 def build(fn, dtype, const):
     pointers = [a for a in fn.arg_names if a.endswith("_ptr")]
     signature = {a: f"*{dtype}" for a in pointers} | {"cols": "i32"} | {c: "constexpr" for c in const}
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=const)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps(const["TILE"], {})})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    return k, log.stdout + log.stderr
+    return compile_sm90(fn, signature, const, {"num_warps": num_warps(const["TILE"], {})},
+                        aligned(range(len(pointers))))
 
 for dtype in ("fp32", "fp16", "bf16"):
     for tile, one in ((8192, True), (4096, False)):

@@ -60,10 +60,9 @@ def test_numba_cuda_refuses_tiles_over_the_shared_memory_limit() -> None:
 
 
 TRITON_SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import attention as A
+from tests.sm90 import aligned, compile_sm90
 
 for dtype, ty in (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16")):
     consts = A.tile_constants({"head_dim": 64, "causal": True, "block_m": 64, "block_n": 64})
@@ -78,17 +77,10 @@ for dtype, ty in (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16")
     for name, (ptrs, scalars, cx) in kernels.items():
         signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "i32" if s == "seq_len" else "fp32" for s in scalars},
                      **dict.fromkeys(cx, "constexpr")}
-        aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
-        src = triton.compiler.ASTSource(fn=getattr(A, name), signature=signature, attrs=aligned, constexprs=cx)
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-            ptx.write(k.asm["ptx"])
-            ptx.flush()
-            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-            log = subprocess.run(command, capture_output=True, text=True, check=True)
+        k, log = compile_sm90(getattr(A, name), signature, cx, {"num_warps": warps}, aligned(range(len(ptrs))))
         print(json.dumps({"dtype": dtype, "kernel": name, "cubin": len(k.asm.get("cubin", b"")),
                           "shared": k.metadata.shared, "mma": "mma.sync" in k.asm["ptx"] or "wgmma" in k.asm["ptx"],
-                          "ptxas": log.stdout + log.stderr}))
+                          "ptxas": log}))
 """
 
 

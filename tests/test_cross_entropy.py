@@ -98,25 +98,17 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
 
 
 TRITON_SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import cross_entropy as tc
 from backends.triton.launch import row_warps
+from tests.sm90 import aligned, compile_sm90
 
-def compile_sm90(fn, signature, constexprs, warps):
+def build(fn, signature, constexprs, warps):
     # pointers 16-byte aligned, and the vocabulary a multiple of 16 (32,000, 50,304, 128,256): what Triton's
     # launch specialises on for such a case
-    aligned = {(i,): [["tt.divisibility", 16]] for i, (k, v) in enumerate(signature.items())
-               if v.startswith("*") or k == "vocab"}
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=constexprs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    return k.asm["ptx"], log.stdout + log.stderr
+    attrs = aligned(i for i, (k, v) in enumerate(signature.items()) if v.startswith("*") or k == "vocab")
+    k, log = compile_sm90(fn, signature, constexprs, {"num_warps": warps}, attrs)
+    return k.asm["ptx"], log
 
 for dt in ("fp32", "fp16", "bf16"):
     for tile in (2048, 16384):  # the M preset's tile, and the widest a program takes (16 warps)
@@ -134,7 +126,7 @@ for dt in ("fp32", "fp16", "bf16"):
             kernels["_mean"] = (tc._mean, {"loss_ptr": "*fp32", "t_ptr": "*i64", "out_ptr": f"*{dt}",
                                            "tokens": "i32", "BLOCK": "constexpr"}, {"BLOCK": tc.MEAN_BLOCK}, w)
         for name, (fn, signature, constexprs, warps) in kernels.items():
-            ptx, log = compile_sm90(fn, signature, constexprs, warps)
+            ptx, log = build(fn, signature, constexprs, warps)
             print(json.dumps({"kernel": f"{name} {dt} tile={tile}", "ptx": ptx, "ptxas": log}))
 """
 

@@ -245,10 +245,9 @@ def test_numba_cuda_block_from_the_shape_is_recorded() -> None:
 # The chosen attention settings compile for sm_90 in registers ----------------------------------------------------
 
 ATTENTION_SCRIPT = """
-import json, subprocess, sys, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import attention as A
+from tests.sm90 import aligned, compile_sm90
 
 # bfloat16 at the preset's head_dim only (its products take float16's tensor-core path); `attention_config` gives
 # it float32's warps and stages, as for any dtype but float16.
@@ -258,16 +257,8 @@ for dtype, ty, head_dim in cases:
     options = A.tiled_options(consts, dtype, {})
     signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "scale": "fp32",
                  **dict.fromkeys(consts, "constexpr")}
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
-    src = triton.compiler.ASTSource(fn=A._flash_kernel, signature=signature, attrs=aligned, constexprs=consts)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    print(json.dumps({"case": f"{dtype} d={head_dim} {options}", "shared": k.metadata.shared,
-                      "ptxas": log.stdout + log.stderr}))
+    k, log = compile_sm90(A._flash_kernel, signature, consts, options, aligned(range(4)))
+    print(json.dumps({"case": f"{dtype} d={head_dim} {options}", "shared": k.metadata.shared, "ptxas": log}))
 """
 
 

@@ -18,13 +18,12 @@ from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, run_without_emulation
 
 SCRIPT = """
-import inspect, json, subprocess, tempfile
-import numpy as np, torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import inspect, json
+import numpy as np, torch
 from suite.core import registry, scenario as scenarios
 from suite.core.registry import KernelKey
 from backends.torch.bridge import to_torch, torch_dtype
+from tests.sm90 import compile_sm90
 
 registry.discover()
 scenarios.discover()
@@ -77,15 +76,9 @@ for (module, name), (family, params) in CASES.items():
         const = {p.name: bound.arguments[p.name] for p in fn.params
                  if p.is_constexpr or kind(bound.arguments[p.name]) == "constexpr"}
         signature = {k: ("constexpr" if k in const else kind(v)) for k, v in bound.arguments.items()}
-        src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=const)
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-            ptx.write(k.asm["ptx"])
-            ptx.flush()
-            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-            log = subprocess.run(command, capture_output=True, text=True, check=True)
+        k, log = compile_sm90(fn, signature, const, options)
         print(json.dumps({"kernel": f"{family} {dtype}", "grid": list(grid), "warps": options.get("num_warps", 4),
-                          "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
+                          "ptx": k.asm["ptx"], "ptxas": log}))
 """
 
 

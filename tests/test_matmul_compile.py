@@ -27,22 +27,13 @@ TRITON_TILES = {"fp32": TILES, "fp16": TILES, "bf16": [TILES[0], TILES[-1]]}
 largest (wgmma, 8 warps, the most accumulator registers a thread holds)."""
 
 TRITON_SCRIPT = """
-import json, subprocess, sys, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json, sys
 from backends.triton import matmul as mm
-
-aligned = lambda n: {(i,): [["tt.divisibility", 16]] for i in range(n)}
+from tests.sm90 import aligned, compile_sm90
 
 def build(fn, signature, constexprs, pointers, warps):
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned(pointers), constexprs=constexprs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    return {"cubin": len(k.asm.get("cubin", b"")), "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}
+    k, log = compile_sm90(fn, signature, constexprs, {"num_warps": warps}, aligned(range(pointers)))
+    return {"cubin": len(k.asm.get("cubin", b"")), "ptx": k.asm["ptx"], "ptxas": log}
 
 for dt, tiles in json.loads(sys.argv[1]).items():
     ptrs = {p: f"*{dt}" for p in ("a_ptr", "b_ptr", "bias_ptr", "c_ptr")}

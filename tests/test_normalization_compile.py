@@ -23,11 +23,10 @@ BF16_STEP_OPS = sorted({kind(op): op for op in STEP_OPS}.values())
 """One step op of each Triton template (reduce, rowwise, map, affine), compiled in bfloat16 too."""
 
 TRITON_SCRIPT = """
-import json, subprocess, sys, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json, sys
 from backends.triton import normalization as tn
 from scenarios.normalization import kind
+from tests.sm90 import aligned, compile_sm90
 
 TEMPLATES = {"reduce": tn._reduce_rows, "rowwise": tn._rowwise, "map": tn._exp_map, "affine": tn._affine}
 
@@ -35,15 +34,8 @@ def build(fn, dtype, const):
     pointers = [a for a in fn.arg_names if a.endswith("_ptr")]
     signature = {a: ("*fp32" if a == "stat_ptr" else f"*{dtype}") for a in pointers} | {"cols": "i32"}
     signature |= {c: "constexpr" for c in const}
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=const)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": tn.num_warps(const["TILE"], {})})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    return k, log.stdout + log.stderr
+    return compile_sm90(fn, signature, const, {"num_warps": tn.num_warps(const["TILE"], {})},
+                        aligned(range(len(pointers))))
 
 cases = [(op, dtype, tile, one) for op in tn.FUSED for dtype in ("fp32", "fp16") for tile, one in
          ((4096, True), (4096, False))] + [(op, "fp16", 16384, False) for op in tn.FUSED]

@@ -148,25 +148,16 @@ def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
 
 
 TRITON_SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import rope as tr
+from tests.sm90 import aligned, compile_sm90
 
 def build(fn, dtype, const):
     pointers = [a for a in fn.arg_names if a.endswith("_ptr")]
     signature = {a: f"*{dtype}" for a in pointers}
     signature |= {a: "i32" for a in fn.arg_names if a not in pointers and a not in const}
     signature |= {c: "constexpr" for c in const}
-    aligned = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, attrs=aligned, constexprs=const)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-        ptx.write(k.asm["ptx"])
-        ptx.flush()
-        command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-        log = subprocess.run(command, capture_output=True, text=True, check=True)
-    return k, log.stdout + log.stderr
+    return compile_sm90(fn, signature, const, {"num_warps": 1}, aligned(range(len(pointers))))
 
 for pair in (0, 1):
     for dtype in ("fp32", "fp16", "bf16"):

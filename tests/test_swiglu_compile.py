@@ -11,25 +11,16 @@ from suite.gpu.ptxas import parse_ptxas
 from tests.support import json_lines, missing, nvrtc_reason, nvrtc_resources, run_without_emulation
 
 SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton import swiglu as ts
+from tests.sm90 import aligned, compile_sm90
 
 for dtype in ("fp32", "fp16", "bf16"):
     for mode in (ts.FUSED, ts.SILU, ts.MUL):
         signature = {"p_ptr": f"*{dtype}", "q_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32",
                      "MODE": "constexpr", "BLOCK": "constexpr"}
-        aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
-        src = triton.compiler.ASTSource(fn=ts._swiglu, signature=signature, attrs=aligned,
-                                        constexprs={"MODE": mode, "BLOCK": 1024})
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-            ptx.write(k.asm["ptx"])
-            ptx.flush()
-            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-            log = subprocess.run(command, capture_output=True, text=True, check=True)
-        print(json.dumps({"kernel": f"mode {mode} {dtype}", "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
+        k, log = compile_sm90(ts._swiglu, signature, {"MODE": mode, "BLOCK": 1024}, {"num_warps": 4}, aligned(range(3)))
+        print(json.dumps({"kernel": f"mode {mode} {dtype}", "ptx": k.asm["ptx"], "ptxas": log}))
 
 from backends.numba.compile import compile_kernels
 from backends.numba.on_cuda import swiglu as ns

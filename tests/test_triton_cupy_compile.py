@@ -26,29 +26,20 @@ CHAINS = [[op] for op in ALL8] + [ALL8, ALL8 + ALL8]
 CHAIN_IDS = [*ALL8, "all8", "all8x2"]
 
 TRITON_SCRIPT = """
-import json, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
+import json
 from backends.triton.elementwise_chain import _chain_kernel
 from backends.triton.ops import codes
 from scenarios.elementwise_chain import ALL8
+from tests.sm90 import aligned, compile_sm90
 
-# What Triton's launcher specialises on for torch buffers and for n = 2**k: both allow 128-bit accesses.
-aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
 for dtype in ("fp32", "fp16", "bf16"):
     for name, ops in [("fused", ALL8)] + [("unfused", [op]) for op in ALL8]:
         signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32", "CHAIN": "constexpr",
                      "BLOCK": "constexpr"}
-        src = triton.compiler.ASTSource(fn=_chain_kernel, signature=signature, attrs=aligned,
-                                        constexprs={"CHAIN": codes(ops), "BLOCK": 1024})
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32))
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as ptx:
-            ptx.write(k.asm["ptx"])
-            ptx.flush()
-            command = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", ptx.name, "-o", "/dev/null"]
-            log = subprocess.run(command, capture_output=True, text=True, check=True)
+        # what Triton's launcher specialises on for torch buffers and for n = 2**k: both allow 128-bit accesses
+        k, log = compile_sm90(_chain_kernel, signature, {"CHAIN": codes(ops), "BLOCK": 1024}, attrs=aligned(range(3)))
         print(json.dumps({"dtype": dtype, "variant": name, "ops": ops, "cubin": len(k.asm.get("cubin", b"")),
-                          "ptx": k.asm["ptx"], "ptxas": log.stdout + log.stderr}))
+                          "ptx": k.asm["ptx"], "ptxas": log}))
 """
 
 
