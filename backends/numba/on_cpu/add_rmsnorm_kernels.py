@@ -26,13 +26,14 @@ loop is built to add as little as it can (on the 2-core CI host, one thread, flo
 
 What still separates the loop from a copy at DRAM sizes is the re-read of row i's h and the weight, two streams
 from L2 beside the four from memory: a bare loop storing h and y of the same row from x and residual runs at the
-copy's rate, one that also reads the previous row's h at 94%, and the weight costs about 8% more. It depends on
-what the host's memory gives: at times when an ordinary-store copy reads 58–59 GB/s instead of 36–38, at
-1,823 × 4,096 the bare loop still ran at 111–113% of the copy, with the previous row's h and the weight 87–89%,
-and this kernel 79–81% (92–97% when the copy read 36–38). At 1,024 columns a row of every stream fits L1 and the
-re-read costs little: 97–99% at either rate, calls back to back. The re-read is the pipeline itself (row i's y
-waits for row i's sum of squares); prefetching the next rows did not help, and splitting the loop in chunks (to
-prefetch the re-read lines a chunk ahead) lost a third of its speed before any prefetch.
+copy's rate, one that also reads the previous row's h at 94%, and the weight costs about 8% more. How much depends
+on what the host's memory gives. Interleaved (order rotated each round, every call on buffers no other call has
+in cache), 1,823 × 4,096, float32: when an ordinary-store copy read 56–57 GB/s, the bare loop ran at 100% of it,
+the bare loop that also reads the previous row's h at 82–86%, and the weight too 80–82%; this kernel 77–80%, at
+the bound of its streams. When the copy read 36 GB/s: 100%, 96%, 97%, and this kernel 91–92%. The re-read is the
+pipeline itself (row i's y waits for row i's sum of squares). Prefetching the next rows did not help, and
+splitting the loop in chunks (to prefetch the re-read lines a chunk ahead) lost a third of its speed before any
+prefetch.
 
 In half precision the recompute costs two conversions per value where the buffer cost a float32 store and load:
 rows of 1,024 columns in cache lose about 4%, rows in DRAM gain 7–10 points of the copy.
@@ -143,10 +144,10 @@ def _wide_row(dtype: str) -> Any:
 
 
 BLOCKS_PER_THREAD = 32
-"""Pipelined blocks of rows per thread. More than normalization's 8: the blocks are shorter (29 rows of 1,823
-on 2 threads), so a thread slowed by a neighbour on a shared host hands fewer rows to the other's tail, and a
-block's fill (its first row read alone) is still 3% of its rows. At 1,823 × 1,024, idle: 8 → 32 took the kernel
-from 89–94% of the copy's rate to 97–99%; at 4,096 and 8,192 columns no change."""
+"""Pipelined blocks of rows per thread. More than normalization's 8: shorter blocks (29 rows of 1,823 on 2
+threads) leave less of a tail to the other thread when one is slowed by a neighbour on a shared host, and a
+block's fill (its first row read alone) is still 3% of its rows. Interleaved on fresh buffers, 8 and 32 ran
+within 2% of each other at 1,823 × 1,024 and × 4,096: a choice for shared hosts, not a measured gain."""
 
 
 @functools.cache
@@ -154,8 +155,8 @@ def fused_kernel(dtype: str) -> Any:
     """fused(x, res, weight, h, y, wf) for rows that fit one tile: h and y in one parallel loop over pipelined
     blocks of rows; wf is the weight converted to float32 (scratch of cols values).
 
-    Rows wider than the tile take `fused_wide_kernel`, a kernel of its own: with its loop in this function's
-    body too (behind a branch never taken), this loop ran 5–10% slower at 1,024 columns.
+    Rows wider than the tile take `fused_wide_kernel`, a kernel of its own: the launcher knows the width when it
+    builds, so neither kernel carries the other's loop.
     """
     load = VECTOR_CODECS[dtype][0]
     add_square, output_then_add_square, output = _rows(dtype)
