@@ -25,6 +25,7 @@ import pandas as pd
 from suite.core import markdown, store
 from suite.core.errors import ConfigError
 from suite.report import compare_chart, compare_stats
+from suite.report.host import host_cpu
 
 DEFAULT_THRESHOLD = 5.0
 KEY_PACKAGES = ("python", "torch", "triton", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "numpy")
@@ -235,8 +236,8 @@ def provenance(run: store.Run) -> dict[str, str]:
     gpu = env.get("gpu") or {}
     if isinstance(gpu, dict) and gpu.get("driver"):
         found["gpu driver"] = str(gpu["driver"])
-    if isinstance(env.get("cpu"), dict) and env["cpu"].get("model"):
-        found["cpu"] = str(env["cpu"]["model"])
+    if cpu := host_cpu(env):
+        found["cpu"] = cpu
     versions = _versions(rows, env)
     for name in [*[k for k in KEY_PACKAGES if k in versions], *sorted(k for k in versions if k not in KEY_PACKAGES)]:
         found[name] = versions[name]

@@ -26,6 +26,7 @@ from suite.core.store import ENVIRONMENT
 from suite.core.tidy import chart_name, fmt_size, speedups, tidy
 from suite.report import glance, launch_split, measured, memory, pressure, rivals, tables
 from suite.report.drift import drifted
+from suite.report.host import host_cpu
 from suite.report.precision import achieved
 from suite.report.throttle import flagged, over_the_run
 from suite.report.verdict import verdicts
@@ -101,6 +102,8 @@ def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
         f"- reproduce: {_distinct(data['command'], code=True)}",
         f"- run: {_distinct(data['run_id'])}",
     ]
+    if cpu := host_cpu(environment):
+        lines.append(f"- CPU (environment.json): {cpu}")
     if gpu := over_the_run(environment):
         lines.append(f"- GPU at the run's start → end (NVML, environment.json): {gpu}")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])

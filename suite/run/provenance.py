@@ -66,6 +66,19 @@ def cpu_name() -> str:
     return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
+def cpu_microarchitecture() -> dict[str, str]:
+    """The core the CPU is, as LLVM names it (znver3, znver4, sapphirerapids: "AMD EPYC" alone does not tell a
+    Zen 3 from a Zen 5), and the one Numba builds its kernels for: the same unless NUMBA_CPU_NAME says another
+    (znver3 on an AVX-512 host builds AVX2 code). {} where llvmlite is not installed."""
+    try:
+        from llvmlite import binding
+    except ImportError:
+        return {}
+    host = binding.get_host_cpu_name()
+    target = os.environ.get("NUMBA_CPU_NAME", "host")
+    return {"microarchitecture": host, "numba_target": host if target in ("", "host") else target}
+
+
 def cpu_flags() -> list[str]:
     """The instruction-set flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
     return sorted((_cpuinfo("flags", "Features") or "").split())
@@ -112,7 +125,7 @@ def environment(has_gpu: bool) -> dict[str, Any]:
         "os": platform.platform(),
         "machine": platform.machine(),
         "hostname": platform.node(),
-        "cpu": {"model": cpu_name(), "flags": cpu_flags(), **threads()},
+        "cpu": {"model": cpu_name(), **cpu_microarchitecture(), "flags": cpu_flags(), **threads()},
         "git_rev": git_rev(),
         "distributions": dict(sorted(dists.items(), key=lambda kv: kv[0].lower())),
     }

@@ -1,0 +1,22 @@
+"""The CPU a run's figures come from, as its environment.json says: every CPU figure is this host's, and "AMD EPYC"
+alone does not tell a Zen 3 (AVX2) from a Zen 4 or Zen 5 (AVX-512), so the core's name travels with the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def host_cpu(environment: dict[str, Any]) -> str:
+    """The CPU a run's figures come from, with its core as LLVM names it and the one Numba built for where they
+    differ ("AMD EPYC, znver4; Numba built for znver3"); "" where environment.json does not say."""
+    jobs = environment.get("jobs")
+    env = next(iter(jobs.values())) if isinstance(jobs, dict) and jobs else environment
+    cpu = env.get("cpu") if isinstance(env, dict) else None
+    if not isinstance(cpu, dict) or not cpu.get("model"):
+        return ""
+    text = str(cpu["model"])
+    if core := cpu.get("microarchitecture"):
+        text += f", {core}"
+        if (target := cpu.get("numba_target")) and target != core:
+            text += f"; Numba built for {target}"
+    return text
