@@ -162,8 +162,8 @@ def test_triton_kernels_drop_stages_until_they_fit_and_are_refused_at_one() -> N
 
 FLASH_SCRIPT = """
 import json, sys, triton
-from triton.backends.compiler import GPUTarget
 from backends.triton import attention as A
+from tests.sm90 import TARGET
 
 for case in sys.argv[1:]:
     dtype, head_dim, block_m, block_n, stages = case.split(",")
@@ -175,7 +175,7 @@ for case in sys.argv[1:]:
                  **dict.fromkeys(consts, "constexpr")}
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
     src = triton.compiler.ASTSource(fn=A._flash_kernel, signature=signature, attrs=aligned, constexprs=consts)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    k = triton.compile(src, target=TARGET, options=options)
     print(json.dumps({"case": case, "stages": options["num_stages"], "shared": k.metadata.shared}))
 """
 FLASH_CASES = {

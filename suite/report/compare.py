@@ -25,7 +25,7 @@ import pandas as pd
 from suite.core import markdown, store
 from suite.core.errors import ConfigError
 from suite.report import compare_chart, compare_stats
-from suite.report.host import host_cpu
+from suite.report.host import first_job, host_cpu
 
 DEFAULT_THRESHOLD = 5.0
 KEY_PACKAGES = ("python", "torch", "triton", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "numpy")
@@ -228,7 +228,7 @@ def _provenance(base: store.Run, new: store.Run) -> list[list[str]]:
 def provenance(run: store.Run) -> dict[str, str]:
     """Where a run came from: path, git revision, device names, GPU driver and the key library versions, from
     environment.json where the run has one and from its rows otherwise."""
-    env = _environment(run.environment)
+    env = first_job(run.environment)
     rows = run.results
     found = {"run": str(run.path), "git_rev": str(env.get("git_rev") or _unique(rows, "git_rev"))}
     native = rows[rows["mode"] == "native"] if "mode" in rows else rows
@@ -242,12 +242,6 @@ def provenance(run: store.Run) -> dict[str, str]:
     for name in [*[k for k in KEY_PACKAGES if k in versions], *sorted(k for k in versions if k not in KEY_PACKAGES)]:
         found[name] = versions[name]
     return found
-
-
-def _environment(env: dict[str, Any]) -> dict[str, Any]:
-    """A multirun whose jobs disagree keeps each job's under `jobs`: show the first job's."""
-    jobs = env.get("jobs")
-    return next(iter(jobs.values())) if isinstance(jobs, dict) and jobs else env
 
 
 def _unique(rows: pd.DataFrame, column: str) -> str:

@@ -6,11 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 
+def first_job(environment: dict[str, Any]) -> dict[str, Any]:
+    """A multirun whose jobs disagree keeps each job's environment under `jobs`: the first job's; else itself."""
+    jobs = environment.get("jobs")
+    return next(iter(jobs.values())) if isinstance(jobs, dict) and jobs else environment
+
+
 def host_cpu(environment: dict[str, Any]) -> str:
     """The CPU a run's figures come from, with its core as LLVM names it and the one Numba built for where they
     differ ("AMD EPYC, znver4; Numba built for znver3"); "" where environment.json does not say."""
-    jobs = environment.get("jobs")
-    env = next(iter(jobs.values())) if isinstance(jobs, dict) and jobs else environment
+    env = first_job(environment)
     cpu = env.get("cpu") if isinstance(env, dict) else None
     if not isinstance(cpu, dict) or not cpu.get("model"):
         return ""
