@@ -3,8 +3,9 @@
 Unfused walks the family's decomposition: the add (`add_rmsnorm_kernels.add_kernel`) writes h into out[0],
 then rmsnorm's three steps — the normalization family's Numba step kernels, reused as they are — read h and
 write the statistic, the normalised matrix and y into out[1]. Fused is `add_rmsnorm_kernels.fused_kernel`
-(`fused_wide_kernel` where a row is wider than the tile). Halves travel as their uint16 bits; every kernel is compiled here for exactly its arguments, so no launch
-compiles, and scratch (the weight in float32) is allocated here too. The fused kernel holds no per-thread row of
+(`fused_wide_kernel` where a row is wider than the tile). Halves travel as their uint16 bits; every kernel is
+compiled here for exactly its arguments, so no launch compiles, and scratch (the weight in float32) is allocated
+here too. The fused kernel holds no per-thread row of
 h: it reads row i's h back from out[0] (or recomputes it from x and residual in half precision) while the row is
 still in L1/L2, which costs less than storing it a second time (see `add_rmsnorm_kernels`).
 """
