@@ -5,9 +5,9 @@ then rmsnorm's three steps — the normalization family's Numba step kernels, re
 write the statistic, the normalised matrix and y into out[1]. Fused is `add_rmsnorm_kernels.fused_kernel`
 (`fused_wide_kernel` where a row is wider than the tile). Halves travel as their uint16 bits; every kernel is
 compiled here for exactly its arguments, so no launch compiles, and scratch (the weight in float32) is allocated
-here too. The fused kernel holds no per-thread row of
-h: it reads row i's h back from out[0] (or recomputes it from x and residual in half precision) while the row is
-still in L1/L2, which costs less than storing it a second time (see `add_rmsnorm_kernels`).
+here too. The fused kernel holds no per-thread row of h: it reads row i's h back from out[0] (or recomputes it
+from x and residual in half precision) while the row is still in L1/L2, which costs less than storing it a
+second time (see `add_rmsnorm_kernels`).
 """
 
 from __future__ import annotations
