@@ -66,7 +66,7 @@ def slurm(session: nox.Session) -> None:
     generated slurm.conf and munge key in a temporary folder; munged, slurmctld and slurmd stopped by their pids
     at the end, also when a test fails), then the `slurm` tests (tests/test_slurm_cluster.py): a sweep merged,
     resume, a job cancelled mid-sweep, a refused request. Arguments after -- go to pytest."""
-    session.install("-e", ".[slurm,test]")
+    session.install("-e", ".[cpu,slurm,test]")
     session.run("python", "-m", "suite.cluster.local", "--install", "--",
                 "python", "-m", "pytest", "-m", "slurm", "-p", "no:randomly", "-rs", "tests/test_slurm_cluster.py",
                 *session.posargs)  # fmt: skip
