@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from suite.core import fusion, resample
-from suite.run import check
+from suite.run import build, case_inputs, check, honesty
 from suite.run.config import TimingConfig
 from suite.run.timing import measure_blocks
 from tests.test_compare import compare, lines_of, rows, write_run
@@ -129,7 +129,7 @@ def test_offset_copies_hold_the_values_at_another_place_in_the_page() -> None:
     a = np.random.default_rng(5).standard_normal((33, 193)).astype(np.float16)
     places = set()
     for block in range(4):
-        c = check.offset_copy(a, block)
+        c = honesty.offset_copy(a, block)
         assert np.array_equal(c, a) and c.flags.c_contiguous and c.dtype == a.dtype
         shift = c.ctypes.data - c.base.ctypes.data  # from the start of its own allocation
         assert shift % 64 == 0  # cache-line steps: vector loads stay aligned as they were
@@ -243,8 +243,8 @@ def test_a_rebuilt_kernel_whose_values_depend_on_where_they_live_is_refused(tmp_
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "device=cpu", "timing=quick", "dtype=float32", "isolate=false", "variants=[good]")  # fmt: skip
     job = next(j for j in runner.jobs(cfg, validate.plan(cfg), tmp_path, set()) if j.params["n"] == 100)
-    data = check.Inputs(scn, "float32", 3)
-    avail = check.availability(key, job)
+    data = case_inputs.Inputs(scn, "float32", 3)
+    avail = build.availability(key, job)
     built, _ = check.build_and_check(key, avail, job, data, scn)
     assert built.status == "ok" and built.rebuild is not None
     assert callable(built.rebuild(1))

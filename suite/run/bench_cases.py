@@ -26,7 +26,7 @@ from suite.core import fusion, targets
 from suite.core.registry import KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import SCENARIOS
-from suite.run import check, runner, validate
+from suite.run import build, case_inputs, check, runner, validate
 from suite.run.job import Job, case_seed
 from suite.run.stages import Check, Ledger
 from suite.run.timing import Clock, CpuClock, CudaClock, measure_interleaved
@@ -122,7 +122,7 @@ class Bench:
         self._cuda_clock: CudaClock | None = None
         self._cpu_clocks: dict[bool, CpuClock] = {}
         self._job: Job | None = None
-        self._data: check.Inputs | None = None
+        self._data: case_inputs.Inputs | None = None
         self._built: dict[KernelKey, Prepared] = {}
 
     def seed(self, case: BenchCase) -> int:
@@ -136,14 +136,14 @@ class Bench:
         if case.job is not self._job:
             scn = SCENARIOS[case.job.scenario]
             self._job, self._built = case.job, {}
-            self._data = check.Inputs(scn, case.job.dtype, self.seed(case))
+            self._data = case_inputs.Inputs(scn, case.job.dtype, self.seed(case))
         if key not in self._built:
             self._built[key] = self._build(BenchCase(case.job, key))
         return self._built[key] if variant is not None else replace(self._built[key], case=case)
 
     def _build(self, case: BenchCase) -> Prepared:
         job, key, scn = case.job, case.key, SCENARIOS[case.job.scenario]
-        avail = check.availability(key, job)
+        avail = build.availability(key, job)
         if not avail.runs:
             return Prepared(case, skip=f"{avail.status}: {avail.reason}")
         if avail.mode != targets.NATIVE:
@@ -152,7 +152,7 @@ class Bench:
         ledger = Ledger.of(lg, key.device) if lg is not None else None
         assert self._data is not None
         built, _resources = check.build_and_check(key, avail, job, self._data, scn)
-        check.save_io(key, built, job, self._data)
+        case_inputs.save_io(key, built, job, self._data)
         skip = f"skipped: {built.reason}" if built.status == "skipped" else ""
         return Prepared(case, skip, built, ledger, avail.target)
 

@@ -18,7 +18,7 @@ from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import nvml
-from suite.run import ceiling, check, measure, memory
+from suite.run import build, case_inputs, ceiling, check, measure, memory
 from suite.run.assemble import assemble
 from suite.run.ceiling import Canary, Ceiling
 from suite.run.job import Case, Job
@@ -38,17 +38,17 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
     """
     notify = notify or (lambda _: None)
     assert case.seed is not None
-    data = check.Inputs(scn, job.dtype, case.seed)
+    data = case_inputs.Inputs(scn, job.dtype, case.seed)
     keys = job.keys()
     ledgers = scn.ledger(job.params, job.dtype) if keys else {}
     found: measure.Found = {}
     for key in keys:
         lg = ledgers.get(key.variant)
-        stages = Stages(check.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
+        stages = Stages(build.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
         if stages.availability.runs:
             notify((key.backend, key.device, key.variant))
             built, resources = check.build_and_check(key, stages.availability, job, data, scn)
-            check.save_io(key, built, job, data)
+            case_inputs.save_io(key, built, job, data)
             stages = Stages(stages.availability, stages.ledger, built, resources)
         found[key] = stages
     found = measure.peers(found, case.seed)
