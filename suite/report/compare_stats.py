@@ -295,7 +295,7 @@ def _line(
 
 
 MEMORY_FLOOR_MIB = 1.0
-"""A memory flag needs the growth beyond 1 MiB as well as beyond the threshold (see suite.run.memory)."""
+"""A memory flag needs the growth beyond 1 MiB as well as beyond the threshold (see suite.run.peak_memory)."""
 
 
 def memory_grew(row: dict, threshold: float) -> str:
