@@ -22,7 +22,8 @@ from typing import NoReturn
 
 from suite.core import store
 from suite.core.errors import ConfigError
-from suite.report import compare, noise
+from suite.report import compare
+from suite.report import noise_floor as noise
 
 DEFAULT = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax", "backends=[numba,torch]", "device=cpu"]
 """The A/A run without overrides: the tour's chains, layernorm and softmax, Numba and torch on the CPU."""

@@ -147,7 +147,7 @@ def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, writte
                  ) -> list[Row]:  # fmt: skip
     """An `error` row for each (case, implementation) job `num` did not write, naming the job and how it ended.
     The job's config says what it was to run (`_job_config`); where it cannot, one row for all of it."""
-    from suite.run import assemble, validate
+    from suite.run import result_rows, validate
     from suite.run.runner import jobs
 
     run_id = f"{sweep.name}/{num}"
@@ -156,7 +156,7 @@ def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, writte
         cfg = _job_config(path, overrides)
         done = {tuple(str(v) for v in r) for r in written[list(KEY)].itertuples(index=False)} if len(written) else set()
         todo = jobs(cfg, validate.plan(cfg), path, done, run_id)
-        rows = [row for job in todo if job.keys() for row in assemble.lost(job, reason)]
+        rows = [row for job in todo if job.keys() for row in result_rows.lost(job, reason)]
         for i, row in enumerate(rows):
             row.row_id = f"{run_id}#failed{i}"
         return rows

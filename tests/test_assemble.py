@@ -9,9 +9,9 @@ import pytest
 
 from suite.core.registry import KernelKey
 from suite.core.row import COLUMNS
-from suite.run.assemble import assemble, lost
 from suite.run.config import TimingConfig
 from suite.run.job import Case, Job
+from suite.run.result_rows import assemble, lost
 from suite.run.stages import Availability, Check, Ledger, Peer, Rates, Stages, Timed
 
 KEY = KernelKey("fake_double", "fake", "good", "cpu")
@@ -49,8 +49,9 @@ def test_the_first_stage_that_stops_an_implementation_says_why() -> None:
 
 
 def test_a_lost_case_gets_error_rows_with_its_command_and_run_id() -> None:
-    job = Job("fake_double", {"n": 7}, "float32", ["a", "b"], ["cpu"], ["good"], 0, TimingConfig(), False, 1, {},
-              run_id="run")  # fmt: skip
+    job = Job(
+        "fake_double", {"n": 7}, "float32", ["a", "b"], ["cpu"], ["good"], 0, TimingConfig(), False, 1, {}, run_id="run"
+    )
     (row,) = lost(job, "worker died")  # no backend named here has a target: one row names them all
     assert (row.backend, row.device, row.status, row.reason, row.run_id) == (
         "a,b",

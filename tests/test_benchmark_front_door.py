@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite.run import bench_cases
+from suite.benchmark.cases import cases
 from tests.conftest import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def _front_door(tmp: Path, *options: str) -> subprocess.CompletedProcess:
 
 def _expected(tmp: Path) -> set[str]:
     """The test ids the suite's own plan gives for the same overrides."""
-    found = bench_cases.cases([make_config(*OVERRIDES)], tmp / "plan")
+    found = cases([make_config(*OVERRIDES)], tmp / "plan")
     return {f"test_case[{c.id}]" for c in found}
 
 

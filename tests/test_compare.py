@@ -15,7 +15,7 @@ import pytest
 
 from suite import cli
 from suite.core.row import COLUMNS, Row, params_json
-from suite.report import compare_stats
+from suite.report import compare_rows, compare_stats
 from suite.run.results import CSV_NAME, REPS_COLUMNS, REPS_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def lines_of(base: Path, new: Path, threshold: float = 0.05) -> pd.DataFrame:
     from suite.report.compare import _times
 
     b, n = store.load(base), store.load(new)
-    matched, _, _ = compare_stats.match(b.results, n.results)
+    matched, _, _ = compare_rows.match(b.results, n.results)
     return compare_stats.compare(matched, _times(b, n, matched), threshold)
 
 
@@ -233,7 +233,7 @@ def test_a_repeated_key_matches_by_order_of_occurrence() -> None:
     row = rows()[0]
     base = pd.DataFrame([replace(row, time_ms=t, row_id=f"b#{i}").as_record() for i, t in enumerate((1.0, 2.0))])
     new = pd.DataFrame([replace(row, time_ms=t, row_id=f"n#{i}").as_record() for i, t in enumerate((1.0, 2.0, 3.0))])
-    matched, removed, added = compare_stats.match(base, new)
+    matched, removed, added = compare_rows.match(base, new)
     assert matched[["row_id_base", "row_id_new"]].values.tolist() == [["b#0", "n#0"], ["b#1", "n#1"]]
     assert removed.empty and added["row_id"].tolist() == ["n#2"]
     lines = compare_stats.compare(matched, {}, 0.05)

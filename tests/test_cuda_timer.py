@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from suite.core.registry import KernelKey
-from suite.gpu import assemble, ptxas, timer_kernels
+from suite.gpu import assembler, ptxas, timer_kernels
 from suite.run.config import TimingConfig
 from suite.run.graph_timing import graph_timed
 from suite.run.stages import Stages, Timed
@@ -22,7 +22,7 @@ from suite.run.timing import CudaClock, measure_interleaved
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_timer_kernels_assemble_without_spills(arch: str) -> None:
     ptx = timer_kernels.PTX if arch == "sm_80" else timer_kernels.PTX.replace(".version 7.0", ".version 7.8")
-    log, _tool = assemble.assemble(ptx.replace(".target sm_80", f".target {arch}"), prefer="nvjitlink")
+    log, _tool = assembler.assemble(ptx.replace(".target sm_80", f".target {arch}"), prefer="nvjitlink")
     found = ptxas.parse_ptxas(log)
     assert set(found) == {timer_kernels.READ_FLUSH, timer_kernels.SPIN}
     for kernel in found.values():

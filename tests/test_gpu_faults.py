@@ -252,11 +252,11 @@ def test_sticky_error_while_timing_loses_the_case(in_process, gpu, monkeypatch) 
 
 def test_a_cpu_kernel_is_never_taken_for_a_gpu_fault() -> None:
     from suite.core.registry import KernelKey
-    from suite.run import check
+    from suite.run import build
 
-    (status, reason), oom = check._failure(KernelKey("s", "b", "v", "cpu"), RuntimeError("LLVM: out of memory"))
+    (status, reason), oom = build.failure(KernelKey("s", "b", "v", "cpu"), RuntimeError("LLVM: out of memory"))
     assert (status, oom) == ("error", False) and reason == "RuntimeError: LLVM: out of memory"
-    (status, reason), oom = check._failure(KernelKey("s", "b", "v", "cpu"), RuntimeError("misaligned address"))
+    (status, reason), oom = build.failure(KernelKey("s", "b", "v", "cpu"), RuntimeError("misaligned address"))
     assert (status, oom) == ("error", False)  # raised no ContextLost: a CPU kernel cannot lose a CUDA context
 
 

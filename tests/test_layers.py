@@ -19,6 +19,7 @@ MAY_IMPORT = {
     "suite.gpu": {"suite.core", "suite.gpu"},
     "suite.run": {"suite.core", "suite.gpu", "suite.run"},
     "suite.report": {"suite.core", "suite.report"},
+    "suite.benchmark": {"suite.core", "suite.run", "suite.benchmark"},
     "suite": {"suite.core", "suite.gpu", "suite.run", "suite.report", "suite"},
     "backends": {"suite.core", "backends", "scenarios"},
     "scenarios": {"suite.core", "scenarios"},

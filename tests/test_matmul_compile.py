@@ -56,7 +56,7 @@ NUMBA_SCRIPT = """
 import json, sys
 from backends.numba.on_cuda import matmul
 from backends.numba.compile import compile_kernels
-from suite.gpu.assemble import assemble
+from suite.gpu.assembler import assemble
 from suite.gpu.ptxas import parse_ptxas
 
 out = {}

@@ -14,7 +14,7 @@ import pytest
 from suite.core.ledger import live_peak
 from suite.core.scenario import SCENARIOS, discover
 from suite.report import compare_stats
-from suite.run import memory
+from suite.run import peak_memory
 from suite.run.stages import Memory
 
 discover()
@@ -92,9 +92,9 @@ def _kernel(scratch: int) -> None:
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="no resettable resident-set high-water mark")
 def test_rss_peak_sees_a_scratch_buffer_freed_inside_the_call() -> None:
     size = 48 * MIB
-    with memory.rss_peak() as with_scratch:
+    with peak_memory.rss_peak() as with_scratch:
         _kernel(size)
-    with memory.rss_peak() as without:
+    with peak_memory.rss_peak() as without:
         _kernel(0)
     tolerance = 2 * MIB + 0.05 * size  # the interpreter's own objects and the allocator's rounding
     assert abs(with_scratch[0] - size) < tolerance, with_scratch
@@ -106,7 +106,7 @@ def test_rss_peak_sees_memory_freed_earlier_and_reused() -> None:
     """A block freed before the measurement and served again must count: its pages are handed back first."""
     warm = np.ones(40 * MIB, dtype=np.uint8)
     del warm
-    with memory.rss_peak() as reading:
+    with peak_memory.rss_peak() as reading:
         again = np.ones(40 * MIB, dtype=np.uint8)
         del again
     assert reading[0] > 38 * MIB, reading
@@ -130,19 +130,19 @@ class FakeDevice:
 
 def test_device_peak_is_the_memory_in_use_after_the_call_with_pools_released_first(monkeypatch) -> None:
     released = []
-    monkeypatch.setattr(memory.footprint, "release_caches", lambda: released.append(True))
+    monkeypatch.setattr(peak_memory.footprint, "release_caches", lambda: released.append(True))
     device = FakeDevice(80 * 2**30)
-    with memory.device_peak(device) as reading:
+    with peak_memory.device_peak(device) as reading:
         assert released  # released before the first reading, or a pool's cached blocks would hide an allocation
         device.free -= 96 * MIB  # the call's buffers, still held by the allocator's pool after it
     assert reading[0] == 96 * MIB and device.synced == 2
 
 
 def test_device_peak_says_where_free_memory_is_unknown(monkeypatch) -> None:
-    monkeypatch.setattr(memory.footprint, "release_caches", lambda: None)
+    monkeypatch.setattr(peak_memory.footprint, "release_caches", lambda: None)
     device = FakeDevice(0)
     device.free_bytes = lambda: None  # type: ignore[method-assign]
-    with pytest.raises(OSError, match="cannot say how much memory is free"), memory.device_peak(device):
+    with pytest.raises(OSError, match="cannot say how much memory is free"), peak_memory.device_peak(device):
         pass
 
 
@@ -151,18 +151,22 @@ def test_device_peak_says_where_free_memory_is_unknown(monkeypatch) -> None:
 
 def test_versus_uses_measured_peaks_where_both_are_and_a_band() -> None:
     base, fused = Memory(200 * MIB, 190 * MIB), Memory(100 * MIB, 95 * MIB)
-    ratio, saved, word, basis = memory.versus(base, fused)
+    ratio, saved, word, basis = peak_memory.versus(base, fused)
     assert (round(ratio, 3), round(saved, 3), word, basis) == (2.0, 100.0, "pays", "measured")
-    ratio, _, word, basis = memory.versus(Memory(None, 190 * MIB), fused)
+    ratio, _, word, basis = peak_memory.versus(Memory(None, 190 * MIB), fused)
     assert basis == "modeled" and round(ratio, 3) == 2.0 and word == "pays"
-    assert memory.versus(Memory(101 * MIB, None), Memory(100 * MIB, None))[2] == "neutral"  # within 5%
-    assert memory.versus(Memory(3 * MIB, None), Memory(2 * MIB, None))[2] == "neutral"  # 1 MiB is noise
-    assert memory.versus(Memory(100 * MIB, None), Memory(150 * MIB, None))[2] == "loses"
+    assert peak_memory.versus(Memory(101 * MIB, None), Memory(100 * MIB, None))[2] == "neutral"  # within 5%
+    assert peak_memory.versus(Memory(3 * MIB, None), Memory(2 * MIB, None))[2] == "neutral"  # 1 MiB is noise
+    assert peak_memory.versus(Memory(100 * MIB, None), Memory(150 * MIB, None))[2] == "loses"
 
 
 def test_compare_flags_a_memory_regression() -> None:
-    row = {"peak_bytes_base": 64 * MIB, "peak_bytes_new": 128 * MIB, "peak_bytes_modeled_base": 64 * MIB,
-           "peak_bytes_modeled_new": 64 * MIB}  # fmt: skip
+    row = {
+        "peak_bytes_base": 64 * MIB,
+        "peak_bytes_new": 128 * MIB,
+        "peak_bytes_modeled_base": 64 * MIB,
+        "peak_bytes_modeled_new": 64 * MIB,
+    }
     assert compare_stats.memory_grew(row, 0.05) == "memory 64.0→128.0 MiB (measured)"
     assert compare_stats.memory_grew({**row, "peak_bytes_new": 66 * MIB}, 0.05) == ""
     modeled = {"peak_bytes_modeled_base": 10 * MIB, "peak_bytes_modeled_new": 30 * MIB}
@@ -181,9 +185,17 @@ def test_measured_peak_follows_the_model_and_the_report_says_so(tmp_path: Path) 
     from tests.conftest import make_config
 
     n = 1 << 22  # 16 MiB of float32 per buffer
-    cfg = make_config("scenario=elementwise_chain", f"scenario.n=[{n}]", "scenario.ops=[scale,shift,relu]",
-                      "backends=[numba]", "device=cpu", "dtype=float32", "variants=[fused,unfused]",
-                      "timing=quick", "isolate=false")  # fmt: skip
+    cfg = make_config(
+        "scenario=elementwise_chain",
+        f"scenario.n=[{n}]",
+        "scenario.ops=[scale,shift,relu]",
+        "backends=[numba]",
+        "device=cpu",
+        "dtype=float32",
+        "variants=[fused,unfused]",
+        "timing=quick",
+        "isolate=false",
+    )
     frame = run(cfg, tmp_path, show_progress=False)
     rows = {r.variant: r for r in frame.itertuples()}
     assert rows["fused"].peak_bytes_modeled == 2 * n * 4 and rows["unfused"].peak_bytes_modeled == 4 * n * 4
@@ -203,9 +215,9 @@ def test_measured_peak_follows_the_model_and_the_report_says_so(tmp_path: Path) 
 def test_compiled_model_counts_the_buffers_its_code_allocates() -> None:
     notes = {"compiler": {"buffer_elements": 1000}}
     stages = SimpleNamespace(ledger=SimpleNamespace(peak_bytes_modeled=5), check=SimpleNamespace(notes=notes))
-    assert memory._modeled(stages, 8000, "float32") == 8000 + 4000
+    assert peak_memory._modeled(stages, 8000, "float32") == 8000 + 4000
     stages.check.notes = {}
-    assert memory._modeled(stages, 8000, "float32") == 5
+    assert peak_memory._modeled(stages, 8000, "float32") == 5
 
 
 @pytest.mark.gpu
@@ -216,9 +228,16 @@ def test_measured_peak_on_a_gpu_follows_the_model(tmp_path: Path) -> None:
     from tests.conftest import make_config
 
     n = 1 << 24
-    cfg = make_config("scenario=elementwise_chain", f"scenario.n=[{n}]", "scenario.ops=[scale,shift,relu]",
-                      "device=cuda", "dtype=float32", "variants=[fused,unfused]", "timing=quick",
-                      "isolate=false")  # fmt: skip
+    cfg = make_config(
+        "scenario=elementwise_chain",
+        f"scenario.n=[{n}]",
+        "scenario.ops=[scale,shift,relu]",
+        "device=cuda",
+        "dtype=float32",
+        "variants=[fused,unfused]",
+        "timing=quick",
+        "isolate=false",
+    )
     frame = run(cfg, tmp_path, show_progress=False)
     measured = frame[(frame["status"] == "ok") & frame["peak_bytes"].notna()]
     assert not measured.empty
@@ -231,9 +250,21 @@ def test_rows_without_peaks_read_as_before() -> None:
     from suite.report import glance
     from suite.report import memory as report_memory
 
-    old = pd.DataFrame([{"scenario": "softmax", "params": '{"cols": 8, "rows": 2, "tile": 64}', "dtype": "float32",
-                         "backend": "numba", "device": "cpu", "variant": "fused", "status": "ok", "time_ms": 1.0,
-                         "size": 8}])  # fmt: skip
+    old = pd.DataFrame(
+        [
+            {
+                "scenario": "softmax",
+                "params": '{"cols": 8, "rows": 2, "tile": 64}',
+                "dtype": "float32",
+                "backend": "numba",
+                "device": "cpu",
+                "variant": "fused",
+                "status": "ok",
+                "time_ms": 1.0,
+                "size": 8,
+            }
+        ]
+    )
     data = tidy(old)
     assert report_memory.section(data) is None
     assert glance.section(data) is not None  # a fused row timed: the first screen still says what it can

@@ -262,15 +262,15 @@ def test_the_table_matches_the_drivers_occupancy_api():
 
 
 def test_the_check_computes_resources_for_the_jobs_arch(monkeypatch):
-    """check's resource stage hands the job's `arch` (device.arch) to the analysis."""
+    """The build's resource stage hands the job's `arch` (device.arch) to the analysis."""
     from types import SimpleNamespace
 
     from suite.core.registry import KernelKey
-    from suite.run import check
+    from suite.run import build
 
     seen = {}
     monkeypatch.setattr(resources, "annotate", lambda row, device, specs, built_for, arch=None: seen.update(arch=arch))
     job = SimpleNamespace(params={"n": 8}, arch="sm_89")
     built = SimpleNamespace(run_params={"n": 8})
-    check._resources(KernelKey("s", "b", "v", "cuda"), None, built, job, None, [])
+    build.kernel_resources(KernelKey("s", "b", "v", "cuda"), None, built, job, None, [])
     assert seen == {"arch": "sm_89"}

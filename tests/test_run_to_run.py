@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from suite.core import fusion, resample
-from suite.run import check
+from suite.run import build, case_inputs, check, honesty
 from suite.run.config import TimingConfig
 from suite.run.timing import measure_blocks
 from tests.test_compare import compare, lines_of, rows, write_run
@@ -82,8 +82,17 @@ class FakeClock:
 
 
 def _timing(**overrides) -> TimingConfig:
-    base = {"budget_s": 0.03, "min_reps": 5, "max_reps": 200, "warmup": 0, "min_blocks": 3, "max_blocks": 10,
-            "precision": 0.02, "max_budget_s": 5.0, "input_sets": 1}  # fmt: skip
+    base = {
+        "budget_s": 0.03,
+        "min_reps": 5,
+        "max_reps": 200,
+        "warmup": 0,
+        "min_blocks": 3,
+        "max_blocks": 10,
+        "precision": 0.02,
+        "max_budget_s": 5.0,
+        "input_sets": 1,
+    }
     return TimingConfig(**{**base, **overrides})
 
 
@@ -120,8 +129,13 @@ def test_noisy_data_runs_to_its_budget() -> None:
 def test_the_canary_is_timed_in_every_round_of_every_block() -> None:
     rng = np.random.default_rng(4)
     canary = iter(range(1, 10_000))
-    found = measure_blocks({"k": _launcher(0.0, 0.001, rng)}, FakeClock(), _timing(),
-                           lambda b, k: _launcher(0.0, 0.001, rng), fixed={"canary": lambda: float(next(canary))})  # fmt: skip
+    found = measure_blocks(
+        {"k": _launcher(0.0, 0.001, rng)},
+        FakeClock(),
+        _timing(),
+        lambda b, k: _launcher(0.0, 0.001, rng),
+        fixed={"canary": lambda: float(next(canary))},
+    )
     assert found["canary"].reps == found["k"].reps and found["canary"].blocks == found["k"].blocks
 
 
@@ -129,7 +143,7 @@ def test_offset_copies_hold_the_values_at_another_place_in_the_page() -> None:
     a = np.random.default_rng(5).standard_normal((33, 193)).astype(np.float16)
     places = set()
     for block in range(4):
-        c = check.offset_copy(a, block)
+        c = honesty.offset_copy(a, block)
         assert np.array_equal(c, a) and c.flags.c_contiguous and c.dtype == a.dtype
         shift = c.ctypes.data - c.base.ctypes.data  # from the start of its own allocation
         assert shift % 64 == 0  # cache-line steps: vector loads stay aligned as they were
@@ -142,9 +156,19 @@ def test_a_run_in_blocks_records_its_buffer_sets_canary_and_precision(tmp_path: 
     from suite.run.runner import run
     from tests.conftest import make_config
 
-    cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
-                      "device=cpu", "timing=quick", "timing.min_blocks=2", "timing.max_blocks=2", "dtype=float32",
-                      "isolate=false", "variants=[good]")  # fmt: skip
+    cfg = make_config(
+        "plugins=[tests.fakes]",
+        "scenario.name=fake_double",
+        "preset=S",
+        "backends=[fake]",
+        "device=cpu",
+        "timing=quick",
+        "timing.min_blocks=2",
+        "timing.max_blocks=2",
+        "dtype=float32",
+        "isolate=false",
+        "variants=[good]",
+    )
     frame = run(cfg, tmp_path, show_progress=False)
     timed = frame[frame["time_ms"].notna()]
     assert not timed.empty and (timed["buffer_sets"] == 2).all() and (timed["processes"] == 1).all()
@@ -174,11 +198,12 @@ def test_noise_counts_flags_the_threshold_needed_and_verdict_flips(tmp_path: Pat
 def test_needed_threshold_is_how_far_the_interval_clears_one() -> None:
     import pandas as pd
 
-    from suite.report import noise
+    from suite.report import noise_floor
 
-    lines = pd.DataFrame({"ratio": [1.08, 1.08, 0.9, 1.0], "lo": [1.01, 0.99, 0.85, 0.98],
-                          "hi": [1.1, 1.2, 0.95, 1.02]})  # fmt: skip
-    assert noise.needed(lines) == pytest.approx([0.01, 0.0, 1 / 0.95 - 1, 0.0])
+    lines = pd.DataFrame(
+        {"ratio": [1.08, 1.08, 0.9, 1.0], "lo": [1.01, 0.99, 0.85, 0.98], "hi": [1.1, 1.2, 0.95, 1.02]}
+    )
+    assert noise_floor.needed(lines) == pytest.approx([0.01, 0.0, 1 / 0.95 - 1, 0.0])
 
 
 def test_a_slowed_kernel_spins_its_share_of_its_own_time() -> None:
@@ -240,11 +265,20 @@ def test_a_rebuilt_kernel_whose_values_depend_on_where_they_live_is_refused(tmp_
     validate.discover()
     scn = SCENARIOS["fake_double"]
     key = KernelKey("fake_double", "fake", "good", "cpu")
-    cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
-                      "device=cpu", "timing=quick", "dtype=float32", "isolate=false", "variants=[good]")  # fmt: skip
+    cfg = make_config(
+        "plugins=[tests.fakes]",
+        "scenario.name=fake_double",
+        "preset=S",
+        "backends=[fake]",
+        "device=cpu",
+        "timing=quick",
+        "dtype=float32",
+        "isolate=false",
+        "variants=[good]",
+    )
     job = next(j for j in runner.jobs(cfg, validate.plan(cfg), tmp_path, set()) if j.params["n"] == 100)
-    data = check.Inputs(scn, "float32", 3)
-    avail = check.availability(key, job)
+    data = case_inputs.Inputs(scn, "float32", 3)
+    avail = build.availability(key, job)
     built, _ = check.build_and_check(key, avail, job, data, scn)
     assert built.status == "ok" and built.rebuild is not None
     assert callable(built.rebuild(1))

@@ -193,7 +193,7 @@ class Attention(Scenario):
         # alive while the softmax reads S and writes P (eager's masked copy of S, likewise, beside S). The
         # library's workspace is not known; like the fused kernel it keeps no L×L tensor (flash or
         # memory-efficient attention), so it is counted as fused. The compiler's is counted as unfused until the
-        # row reads what its generated code allocates (`suite.run.memory`): the guard must not let it run out.
+        # row reads what its generated code allocates (`suite.run.peak_memory`): the guard must not let it run out.
         steps = [((), ("S",)), ("S", "P"), ("P", ())]
         apart = live_peak(io, [(tuple(r), tuple(w)) for r, w in steps], {"S": square, "P": square})
         return {

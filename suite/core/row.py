@@ -1,7 +1,7 @@
 """The result row: one per (case, implementation); its field order is the column order of results.csv.
 
 Failures are rows too: `status` is one of ok, mismatch, error, skipped, unsupported, and `reason` says why
-whenever a row is not a clean timed `ok`. Every layer reads rows; only `suite.run.assemble` builds them.
+whenever a row is not a clean timed `ok`. Every layer reads rows; only `suite.run.result_rows` builds them.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Row:
     each intermediate between the kernels that write and last read it); for `compiled`, the buffers the
     generated code allocates where it could be read (extra.compiler.buffer_elements)."""
     peak_bytes: int | None = None
-    """Measured around one untimed call on a fresh set of buffers (suite.run.memory): the growth of the process's
+    """Measured around one untimed call on a fresh set of buffers (suite.run.peak_memory): the growth of the process's
     resident set on the CPU, of the device's memory in use on CUDA; inputs, output and every buffer the
     implementation holds count. Empty where not measured (extra.peak says why)."""
     memory_ratio: float | None = None

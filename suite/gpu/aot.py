@@ -6,7 +6,7 @@ imported. A backend says so (`Backend.compile_isolated`), and the worker then st
 once, lazily, with the emulation switches removed from its environment (and no visible GPU, so it never
 creates a context next to a timed kernel), and sends it kernel specs as line-delimited JSON on stdin; each
 answer is one JSON line on stdout. The helper imports the backends (`discover`), asks the spec's backend to
-compile it (`Backend.compile`) and reads the resulting `Build` as every build is read (`suite.gpu.assemble`).
+compile it (`Backend.compile`) and reads the resulting `Build` as every build is read (`suite.gpu.assembler`).
 
 Request:  {"id": 1, "spec": {"backend": "<name>", "recipe": {...}}}   (`KernelSpec.compile_json()`)
 Answer:   {"id": 1, "ok": true, "result": {"kernel", "registers", "spill_store_bytes", "spill_load_bytes",
@@ -32,7 +32,7 @@ from suite.core.backend import BACKENDS
 from suite.core.kernelspec import freeze
 from suite.core.registry import discover
 from suite.core.targets import EMULATION_SWITCHES
-from suite.gpu.assemble import read
+from suite.gpu.assembler import read
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository, put on the helper's path so that it imports this tree's suite and backends."""

@@ -5,7 +5,7 @@ resident. Backends record each kernel an entry builds as a `KernelSpec` (`suite.
 wraps the entry call in `recording()`); `analyse` has each spec's backend compile it for sm_90
 (`Backend.compile`) — in this process, or in the persistent `suite.gpu.aot` helper where the backend's compiler
 cannot run beside emulation (`Backend.compile_isolated`) — reads registers, spills, stack and static shared
-memory from ptxas's `-v` log (`suite.gpu.assemble`), and computes the theoretical occupancy from the limits
+memory from ptxas's `-v` log (`suite.gpu.assembler`), and computes the theoretical occupancy from the limits
 of one architecture (`device.arch`; unset: the GPU's own, else sm_90; see `resolve_arch`), recorded beside it.
 Compilations are cached in memory and on disk (keyed by the kernel's recipe, the source files it comes from
 and the toolchain versions), so a sweep pays each once. On a GPU the loaded kernels' attributes are read too
@@ -31,7 +31,7 @@ from suite.core.backend import BACKENDS, versions
 from suite.core.kernelspec import KernelSpec, Unrecorded, recording
 from suite.core.registry import discover
 from suite.gpu import aot
-from suite.gpu.assemble import read
+from suite.gpu.assembler import read
 from suite.gpu.occupancy import ARCHS, limits_for, occupancy
 
 __all__ = ["STATS", "KernelSpec", "ResourceError", "Unrecorded", "analyse", "annotate", "cache_path",
@@ -49,7 +49,7 @@ class ResourceError(RuntimeError):
 # --- caches ---------------------------------------------------------------------------------------------------
 
 _ASSEMBLERS = ("nvidia-nvjitlink", "cuda-bindings")
-"""What `suite.gpu.assemble` assembles PTX with, besides a ptxas the backends name."""
+"""What `suite.gpu.assembler` assembles PTX with, besides a ptxas the backends name."""
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from suite.cli import compose_jobs
 from suite.core import store
 from suite.core.row import Row
 from suite.gpu_check import plan as check_plan
-from suite.run import assemble, runner, validate
+from suite.run import result_rows, runner, validate
 from suite.run.job import Case, Job
 from suite.run.results import Table, read
 from suite.run.stages import Check, Stages
@@ -50,7 +50,7 @@ def run_sweep(jobs: list[list[str]], outdir: Path, log: TextIO) -> pd.DataFrame:
                 try:
                     rows = worker.run(job, float(cfg.timing.case_timeout_s)) if job.impls() else []
                 except WorkerLost as exc:  # lost while timing: the case cannot be attributed to one kernel
-                    rows = assemble.lost(job, str(exc))
+                    rows = result_rows.lost(job, str(exc))
                 rows += left_out
                 for row in rows:
                     table.append(row)
@@ -71,4 +71,4 @@ def narrowed(job: Job, skip: set[tuple[str, str, str]]) -> tuple[Job, list[Row]]
     if not keys:
         return job, []
     stages = Stages(check=Check("skipped", check_plan.RARE_REASON))
-    return replace(job, skip=job.skip | skip), [assemble.assemble(k, Case.lost(job), stages) for k in keys]
+    return replace(job, skip=job.skip | skip), [result_rows.assemble(k, Case.lost(job), stages) for k in keys]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from suite.core import markdown, store
 from suite.core.errors import ConfigError
-from suite.report import compare_chart, compare_stats
+from suite.report import compare_chart, compare_rows, compare_stats, compare_summary
 from suite.report.host import first_job, host_cpu
 
 DEFAULT_THRESHOLD = 5.0
@@ -36,22 +36,35 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments as one ConfigError line instead of usage text and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"compare: {message}; usage: python -m suite compare BASE NEW [--threshold PCT] "
-                          "[--fail-on-regression] [--allow-device-change] [--out DIR]")  # fmt: skip
+        raise ConfigError(
+            f"compare: {message}; usage: python -m suite compare BASE NEW [--threshold PCT] "
+            "[--fail-on-regression] [--allow-device-change] [--out DIR]"
+        )
 
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m suite compare", description="Compare two fusebench runs: NEW against BASE.")
     p.add_argument("base", metavar="BASE", help="the run compared against: a run directory or its results.csv")
     p.add_argument("new", metavar="NEW", help="the run under test: a run directory or its results.csv")
-    p.add_argument("--threshold", default=str(DEFAULT_THRESHOLD), metavar="PCT",
-                   help="a change within ±PCT percent is `same` (default 5)")  # fmt: skip
-    p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when a row is slower, broke, has 10x worse numerics or needs more memory")  # fmt: skip
-    p.add_argument("--normalize", default="auto", choices=compare_stats.NORMALISE,
-                   help="canary: each row's time relative to the canary timed in its rounds, so that a change of "
-                   "the machine is not read as a change of the code; none: raw times; auto (default): canary "
-                   "where both rows timed the same one")  # fmt: skip
+    p.add_argument(
+        "--threshold",
+        default=str(DEFAULT_THRESHOLD),
+        metavar="PCT",
+        help="a change within ±PCT percent is `same` (default 5)",
+    )
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a row is slower, broke, has 10x worse numerics or needs more memory",
+    )
+    p.add_argument(
+        "--normalize",
+        default="auto",
+        choices=compare_stats.NORMALISE,
+        help="canary: each row's time relative to the canary timed in its rounds, so that a change of "
+        "the machine is not read as a change of the code; none: raw times; auto (default): canary "
+        "where both rows timed the same one",
+    )
     p.add_argument("--allow-device-change", action="store_true", help="compare timings from different devices")
     p.add_argument("--out", metavar="DIR", help="where compare.md and compare.png go (default NEW/compare_<BASE>/)")
     return p
@@ -72,21 +85,25 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     t = threshold(args.threshold)
     base, new = store.load(args.base), store.load(args.new)
-    matched, removed, added = compare_stats.match(base.results, new.results)
+    matched, removed, added = compare_rows.match(base.results, new.results)
     if matched.empty:
-        raise ConfigError(f"no rows in common between {args.base} ({_holds(base)}) and {args.new} ({_holds(new)}); "
-                          "rows match on scenario, params, dtype, backend, device and variant")  # fmt: skip
-    changes = compare_stats.device_changes(matched)
+        raise ConfigError(
+            f"no rows in common between {args.base} ({_holds(base)}) and {args.new} ({_holds(new)}); "
+            "rows match on scenario, params, dtype, backend, device and variant"
+        )
+    changes = compare_rows.device_changes(matched)
     if changes and not args.allow_device_change:
         shown = "; ".join(f"'{b}' -> '{n}'" for b, n in changes)
         raise ConfigError(f"the runs timed different devices ({shown}); pass --allow-device-change to compare anyway")
     times = _times(base, new, matched)
-    if args.normalize == "canary" and not any(compare_stats.normalisable(r._asdict(), times[(r.row_id_base, r.row_id_new)])
-                                              for r in matched.itertuples(index=False)
-                                              if (r.row_id_base, r.row_id_new) in times):  # fmt: skip
+    if args.normalize == "canary" and not any(
+        compare_stats.normalisable(r._asdict(), times[(r.row_id_base, r.row_id_new)])
+        for r in matched.itertuples(index=False)
+        if (r.row_id_base, r.row_id_new) in times
+    ):
         raise ConfigError("--normalize=canary: no row of the two runs timed the same canary; valid: auto, canary, none")
     lines = compare_stats.compare(matched, times, t, normalise=args.normalize)
-    counts = compare_stats.tally(lines, removed=len(removed), added=len(added))
+    counts = compare_summary.tally(lines, removed=len(removed), added=len(added))
     out = Path(args.out) if args.out else new.path / f"compare_{_name(base)}"
     out.mkdir(parents=True, exist_ok=True)
     title = f"{_name(new)} against {_name(base)}"
@@ -111,8 +128,9 @@ def _name(run: store.Run) -> str:
     return run.path.resolve().name or run.name
 
 
-def _times(base: store.Run, new: store.Run, matched: pd.DataFrame
-           ) -> dict[tuple[str, str], tuple[compare_stats.Reps, compare_stats.Reps]]:  # fmt: skip
+def _times(
+    base: store.Run, new: store.Run, matched: pd.DataFrame
+) -> dict[tuple[str, str], tuple[compare_stats.Reps, compare_stats.Reps]]:
     """(base row id, new row id) -> both sides' repetitions, for each matched row that has some on both sides."""
     base_reps, new_reps = _by_row(base.reps), _by_row(new.reps)
     out = {}
@@ -134,24 +152,34 @@ def _by_row(reps: pd.DataFrame) -> dict[str, compare_stats.Reps]:
 
 
 def footer(t: float) -> str:
-    return (f"ratio = NEW/BASE of the time (each run: the median over its blocks of their median repetition), each "
-            "repetition relative to the canary timed in its round raised to β, how far the rows follow their "
-            f"canaries (fitted across rows; --normalize=canary: β = 1; rows without a common canary flagged "
-            f"`{compare_stats.RAW}`); machine = the canary's own NEW/BASE; [lo, hi] = 95% interval, each run's "
-            f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: the whole interval above {1 + t:.3g}; faster: the whole "
-            f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
-            "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
-            "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon); memory: peak "
-            f"bytes NEW above BASE by more than {t:.0%} and {compare_stats.MEMORY_FLOOR_MIB:g} MiB (measured where "
-            "both were, else modeled).")  # fmt: skip
+    return (
+        f"ratio = NEW/BASE of the time (each run: the median over its blocks of their median repetition), each "
+        "repetition relative to the canary timed in its round raised to β, how far the rows follow their "
+        f"canaries (fitted across rows; --normalize=canary: β = 1; rows without a common canary flagged "
+        f"`{compare_stats.RAW}`); machine = the canary's own NEW/BASE; [lo, hi] = 95% interval, each run's "
+        f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: the whole interval above {1 + t:.3g}; faster: the whole "
+        f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
+        "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
+        "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon); memory: peak "
+        f"bytes NEW above BASE by more than {t:.0%} and {compare_stats.MEMORY_FLOOR_MIB:g} MiB (measured where "
+        "both were, else modeled)."
+    )
 
 
 def _cells(line: Any) -> list[str]:
     interval = f" [{line.lo:.3f}, {line.hi:.3f}]" if np.isfinite(line.lo) else ""
     ratio = f"{line.ratio:.3f}{interval}" if np.isfinite(line.ratio) else "—"
     machine = f"{line.machine:.3f}" if np.isfinite(line.machine) else "—"
-    return [line.case, line.implementation, _ms(line.base_ms), _ms(line.new_ms), ratio, machine,
-            line.verdict or "—", line.flags]  # fmt: skip
+    return [
+        line.case,
+        line.implementation,
+        _ms(line.base_ms),
+        _ms(line.new_ms),
+        ratio,
+        machine,
+        line.verdict or "—",
+        line.flags,
+    ]
 
 
 def _ms(value: float) -> str:
@@ -182,8 +210,8 @@ def _print(lines: pd.DataFrame, counts: dict, title: str, t: float, out: Path, c
     console.print(table)
     if changes:
         console.print("devices differ (--allow-device-change): " + "; ".join(f"{b} -> {n}" for b, n in changes))
-    console.print(compare_stats.tally_line(counts))
-    for moved in compare_stats.machine_moved(lines):
+    console.print(compare_summary.tally_line(counts))
+    for moved in compare_summary.machine_moved(lines):
         console.print(moved)
     if quiet:
         console.print(
@@ -202,19 +230,26 @@ def _markdown(
     t: float,
     changes: list[tuple[str, str]],
 ) -> str:
-    parts = [f"# fusebench compare: {_name(new)} against {_name(base)}", "", compare_stats.tally_line(counts), ""]
-    parts += [*(f"- {moved}" for moved in compare_stats.machine_moved(lines)), ""]
+    parts = [f"# fusebench compare: {_name(new)} against {_name(base)}", "", compare_summary.tally_line(counts), ""]
+    parts += [*(f"- {moved}" for moved in compare_summary.machine_moved(lines)), ""]
     parts += ["## Runs", "", markdown.table(["", "BASE", "NEW"], _provenance(base, new)), ""]
     if changes:
-        parts += [f"Devices differ (compared with --allow-device-change): {'; '.join(f'{b} → {n}' for b, n in changes)}",
-                  ""]  # fmt: skip
+        parts += [
+            f"Devices differ (compared with --allow-device-change): {'; '.join(f'{b} → {n}' for b, n in changes)}",
+            "",
+        ]
     parts += ["## Rows", "", markdown.table(HEAD, [_cells(line) for line in lines.itertuples(index=False)]), ""]
     parts += [footer(t), "", "![time ratio NEW/BASE per case](compare.png)", ""]
     for label, rows in (("Only in BASE (removed)", removed), ("Only in NEW (added)", added)):
         if not rows.empty:
-            body = [[compare_stats.case_label(r.scenario, r.params, r.dtype),
-                     compare_stats.implementation(r.backend, r.device, r.variant, r.occurrence), str(r.status)]
-                    for r in rows.itertuples(index=False)]  # fmt: skip
+            body = [
+                [
+                    compare_rows.case_label(r.scenario, r.params, r.dtype),
+                    compare_rows.implementation(r.backend, r.device, r.variant, r.occurrence),
+                    str(r.status),
+                ]
+                for r in rows.itertuples(index=False)
+            ]
             parts += [f"## {label}", "", markdown.table(["case", "implementation", "status"], body), ""]
     return "\n".join(parts)
 

@@ -1,8 +1,7 @@
-"""Matching two runs' rows and deciding what changed: the statistics of `python -m suite compare`, without I/O.
+"""Deciding what changed between two runs' paired rows: the statistics of `python -m suite compare`, without I/O.
 
-Rows are matched on the key of one (case, implementation), `suite.core.row.KEY`; where a key repeats within a
-run (a multirun sweeping a backend option), the n-th occurrence in BASE meets the n-th in NEW. Rows on one side
-only are listed as added or removed, not treated as errors.
+Rows are paired (`compare_rows`) before they get here, and what the verdicts come to is counted apart
+(`compare_summary`).
 
 The time ratio is NEW/BASE of each run's typical repetition: the median over blocks (buffer sets) of the
 blocks' median times. Two runs differ by the machine as well as by the code: the bandwidth a shared host gives,
@@ -30,7 +29,6 @@ else modeled ones; a memory regression fails the gate as a slower row does).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,6 +38,7 @@ import pandas as pd
 from suite.core import dtypes, resample
 from suite.core.row import KEY
 from suite.report import between_runs
+from suite.report.compare_rows import OCCURRENCE, case_label, implementation
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -47,7 +46,6 @@ NUMERICS_FACTOR = 10.0
 VERDICTS = ("slower", "same", "faster")
 NO_INTERVAL = "no interval"
 """The flag of a ratio of two medians, from a run that kept no repetitions."""
-OCCURRENCE = "occurrence"
 RAW = "raw times"
 """The flag of a row compared by raw times where normalising was asked: the two rows share no canary."""
 
@@ -64,28 +62,6 @@ class Ratio:
     """Whether each repetition was taken relative to its round's canary."""
 
 
-def match(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(matched, removed, added): matched rows side by side (columns suffixed `_base`, `_new`, the key and its
-    occurrence unsuffixed), the rows only BASE has, and those only NEW has."""
-    left, right = _keyed(base), _keyed(new)
-    on = [*KEY, OCCURRENCE]
-    matched = left.merge(right, on=on, how="inner", suffixes=("_base", "_new"))  # keeps BASE's row order
-    removed = left.merge(right[on], on=on, how="left", indicator=True)
-    added = right.merge(left[on], on=on, how="left", indicator=True)
-    removed = removed[removed["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
-    added = added[added["_merge"] == "left_only"].drop(columns="_merge").reset_index(drop=True)
-    return matched, removed, added
-
-
-def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows with their key columns as text and the occurrence number of each key, in table order."""
-    out = frame.reset_index(drop=True).copy()
-    for column in KEY:
-        out[column] = out[column].map(lambda v: "" if v is None or v != v else str(v))
-    out[OCCURRENCE] = out.groupby(list(KEY), sort=False).cumcount()
-    return out
-
-
 @dataclass(frozen=True)
 class Reps:
     """One row's repetitions in round order: times, their blocks and the canary's time in each round (NaN where
@@ -97,11 +73,19 @@ class Reps:
     excluded: np.ndarray
 
     @classmethod
-    def of(cls, times: Sequence[float], blocks: Sequence[int] | None = None, canary: Sequence[float] | None = None,
-           excluded: Sequence[bool] | None = None) -> Reps:  # fmt: skip
+    def of(
+        cls,
+        times: Sequence[float],
+        blocks: Sequence[int] | None = None,
+        canary: Sequence[float] | None = None,
+        excluded: Sequence[bool] | None = None,
+    ) -> Reps:
         t = np.asarray(times, dtype=float)
-        fill = lambda values, default, kind: (np.asarray(values, dtype=kind) if values is not None
-                                              and len(values) == len(t) else np.full(len(t), default, dtype=kind))  # fmt: skip
+        fill = lambda values, default, kind: (
+            np.asarray(values, dtype=kind)
+            if values is not None and len(values) == len(t)
+            else np.full(len(t), default, dtype=kind)
+        )
         return cls(t, fill(blocks, 0, np.int64), fill(canary, np.nan, float), fill(excluded, False, bool))
 
     def __len__(self) -> int:
@@ -122,8 +106,12 @@ class Reps:
         return values, self.blocks[keep]
 
 
-def ratio(base_ms: Sequence[float] | np.ndarray | Reps, new_ms: Sequence[float] | np.ndarray | Reps, seed: int = 0,
-          normalise: bool | float = False) -> Ratio:  # fmt: skip
+def ratio(
+    base_ms: Sequence[float] | np.ndarray | Reps,
+    new_ms: Sequence[float] | np.ndarray | Reps,
+    seed: int = 0,
+    normalise: bool | float = False,
+) -> Ratio:
     """NEW/BASE with its interval, each side a two-level bootstrap (blocks, rounds) on its own; `normalise`:
     each repetition relative to its round's canary raised to that power (True: 1; both sides must have one)."""
     base = base_ms if isinstance(base_ms, Reps) else Reps.of(base_ms)
@@ -136,8 +124,9 @@ def ratio(base_ms: Sequence[float] | np.ndarray | Reps, new_ms: Sequence[float] 
     est = resample.difference(b, n)
     machine = float("nan")
     if base.has_canary and new.has_canary:
-        machine = float(np.exp(np.median(np.log(new.canary[~new.excluded]))
-                               - np.median(np.log(base.canary[~base.excluded]))))  # fmt: skip
+        machine = float(
+            np.exp(np.median(np.log(new.canary[~new.excluded])) - np.median(np.log(base.canary[~base.excluded])))
+        )
     return Ratio(float(np.exp(est.value)), float(np.exp(est.lo)), float(np.exp(est.hi)), machine, bool(normalise))
 
 
@@ -210,8 +199,19 @@ def compare(
     lines = [
         _line(r, p, threshold, seed + i, normalise, follow) for i, (r, p) in enumerate(zip(rows, reps, strict=True))
     ]
-    columns = ["case", "implementation", "base_ms", "new_ms", "ratio", "lo", "hi", "machine", "verdict", "flags",
-               "regressed"]  # fmt: skip
+    columns = [
+        "case",
+        "implementation",
+        "base_ms",
+        "new_ms",
+        "ratio",
+        "lo",
+        "hi",
+        "machine",
+        "verdict",
+        "flags",
+        "regressed",
+    ]
     out = pd.DataFrame(lines, columns=[*columns, "interval", "normalised", "broke", "numerics", "memory"])
     for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
         if column in matched:
@@ -244,8 +244,9 @@ def normalisable(row: dict, reps: tuple[Reps, Reps]) -> bool:
     return same and reps[0].has_canary and reps[1].has_canary
 
 
-def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int, normalise: str = "auto",
-          follow: float = 1.0) -> dict:  # fmt: skip
+def _line(
+    row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int, normalise: str = "auto", follow: float = 1.0
+) -> dict:
     base_ms, new_ms = _number(row.get("time_ms_base")), _number(row.get("time_ms_new"))
     timed = bool(base_ms > 0 and new_ms > 0)  # NaN compares False: a side not timed has no ratio
     result = Ratio(np.nan, np.nan, np.nan)
@@ -294,7 +295,7 @@ def _line(row: dict, reps: tuple[Reps, Reps] | None, threshold: float, seed: int
 
 
 MEMORY_FLOOR_MIB = 1.0
-"""A memory flag needs the growth beyond 1 MiB as well as beyond the threshold (see suite.run.memory)."""
+"""A memory flag needs the growth beyond 1 MiB as well as beyond the threshold (see suite.run.peak_memory)."""
 
 
 def memory_grew(row: dict, threshold: float) -> str:
@@ -313,94 +314,4 @@ def _number(value: object) -> float:
         out = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return float("nan")
-    return out
-
-
-def case_label(scenario: str, params: str, dtype: str) -> str:
-    """`elementwise_chain n=65536 ops=scale,gelu float32`: the case in one short line."""
-    try:
-        values = json.loads(params) if params else {}
-    except json.JSONDecodeError:
-        values = {"params": params}
-    shown = " ".join(f"{k}={_short(v)}" for k, v in values.items())
-    return " ".join(p for p in (scenario, shown, dtype) if p)
-
-
-def _short(value: object) -> str:
-    if isinstance(value, list):
-        return ",".join(_short(v) for v in value) if not any(isinstance(v, list) for v in value) else json.dumps(value)
-    return str(value)
-
-
-def implementation(backend: str, device: str, variant: str, occurrence: int = 0) -> str:
-    """`numba/cpu fused`, with `(2nd)`… where the key repeats within a run."""
-    label = f"{backend}/{device} {variant}"
-    return label if not occurrence else f"{label} ({_ordinal(int(occurrence) + 1)})"
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def device_changes(matched: pd.DataFrame) -> list[tuple[str, str]]:
-    """Distinct (BASE, NEW) device names of matched native rows that differ: timings on two machines."""
-    if "device_name_base" not in matched or "device_name_new" not in matched:
-        return []
-    native = matched
-    if "mode_base" in matched and "mode_new" in matched:
-        native = matched[(matched["mode_base"] == "native") & (matched["mode_new"] == "native")]
-    pairs = native[["device_name_base", "device_name_new"]].fillna("").astype(str).drop_duplicates()
-    return [(b, n) for b, n in pairs.itertuples(index=False) if b != n]
-
-
-def tally(lines: pd.DataFrame, removed: int = 0, added: int = 0) -> dict[str, int]:
-    """How many lines got each verdict and flag, and how many rows one side lacks."""
-    counts = {v: int((lines["verdict"] == v).sum()) for v in VERDICTS}
-    counts["untimed"] = int((lines["verdict"] == "").sum())
-    counts["broke"] = int(lines["broke"].sum())
-    counts["fixed"] = int(lines["flags"].str.contains("fixed (", regex=False).sum())
-    counts["numerics"] = int(lines["numerics"].sum())
-    counts["memory"] = int(lines["memory"].sum()) if "memory" in lines else 0
-    counts["removed"], counts["added"] = removed, added
-    return counts
-
-
-def tally_line(counts: dict[str, int]) -> str:
-    """`12 compared: 1 slower, 10 same, 1 faster; 1 broke; 2 added`: zero counts after the verdicts are left out."""
-    compared = sum(counts[v] for v in VERDICTS) + counts["untimed"]
-    head = f"{compared} compared: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
-    if counts["untimed"]:
-        head += f", {counts['untimed']} not timed on both sides"
-    names = {
-        "broke": "broke",
-        "fixed": "fixed",
-        "numerics": "numerics 10× worse",
-        "memory": "more memory",
-        "removed": "removed",
-        "added": "added",
-    }
-    rest = [f"{counts[k]} {name}" for k, name in names.items() if counts[k]]
-    return head + ("; " + ", ".join(rest) if rest else "")
-
-
-def machine_moved(lines: pd.DataFrame) -> list[str]:
-    """One line per device on how much the machine moved between the runs: the canary's NEW/BASE over the rows
-    that timed one on both sides (median, 10th–90th percentile); [] where none did."""
-    if "machine" not in lines or "device" not in lines:
-        return []
-    out = []
-    for device, sub in lines.groupby("device", sort=True):
-        moved = sub["machine"].astype(float).dropna()
-        if moved.empty:
-            continue
-        lo, mid, hi = np.quantile(moved, [0.1, 0.5, 0.9])
-        normalised = int(sub["normalised"].sum()) if "normalised" in sub else 0
-        follow = lines.attrs.get("follow", 1.0)
-        out.append(f"machine ({device}): the canary ran {mid:.3f}× as long in NEW as in BASE (10th–90th percentile "
-                   f"over {len(moved)} rows: {lo:.3f}–{hi:.3f}); {normalised} rows compared relative to it, "
-                   f"the rows following it by β = {follow:.2f}")  # fmt: skip
-    if lines.attrs.get("drift"):
-        out.append(f"between the runs, the rows scattered by about ±{lines.attrs['drift']:.1%} (σ, about each "
-                   "implementation's median) beyond each run's own interval: changes smaller than about twice "
-                   "that are not told from the machine here (`python -m suite noise` measures it on purpose)")  # fmt: skip
     return out

@@ -1,7 +1,7 @@
 """The report's "Memory" section and chart: fusion's second payoff, the peak memory each variant needs.
 
 Every row carries the peak the ledger models from its live buffers (`peak_bytes_modeled`) and, where it ran
-natively, the peak measured around one untimed call (`peak_bytes`, suite.run.memory: the resident set's growth
+natively, the peak measured around one untimed call (`peak_bytes`, suite.run.peak_memory: the resident set's growth
 on a CPU, the device memory in use on CUDA). The section lays them side by side per case with the memory verdict
 against the same baseline as the time verdict; the chart draws peak memory against size, the variants side by
 side, measured solid and modeled dashed, so a gap between them (an implementation that holds more than its

@@ -27,7 +27,7 @@ class TimingConfig:
     max_blocks: int = 12
     input_sets: int = 4
     """Sets of input buffers each block's repetitions rotate through, one per round, where the sets together fit
-    `suite.run.check.ROTATION_BUDGET` (extra.input_sets says how many a row got): a kernel never times on the
+    `suite.run.honesty.ROTATION_BUDGET` (extra.input_sets says how many a row got): a kernel never times on the
     buffers it ran on the round before, so a result it kept for them (or their data hot in cache) cannot win."""
     precision: float = 0.02
     """Blocks are added past `min_blocks` until every implementation's 95% interval of its time has a relative

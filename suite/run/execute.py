@@ -2,7 +2,7 @@
 
 Availability and the build-and-check run implementation by implementation (see `suite.run.check`); peers,
 timing, rates and the comparison need them all (see `suite.run.measure`). Every stage's result is frozen, and
-`suite.run.assemble` makes the rows from them at the end. Nothing here stops the sweep: a failure is a stage
+`suite.run.result_rows` makes the rows from them at the end. Nothing here stops the sweep: a failure is a stage
 result with a status and a reason.
 
 Whether NVML saw the GPU's clocks held back while the case's CUDA implementations were timed is taken here
@@ -18,10 +18,10 @@ from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import nvml
-from suite.run import ceiling, check, measure, memory
-from suite.run.assemble import assemble
+from suite.run import build, case_inputs, ceiling, check, measure, peak_memory
 from suite.run.ceiling import Canary, Ceiling
 from suite.run.job import Case, Job
+from suite.run.result_rows import assemble
 from suite.run.stages import Ledger, Stages
 from suite.run.timing import CudaClock, Timing
 
@@ -38,28 +38,28 @@ def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], c
     """
     notify = notify or (lambda _: None)
     assert case.seed is not None
-    data = check.Inputs(scn, job.dtype, case.seed)
+    data = case_inputs.Inputs(scn, job.dtype, case.seed)
     keys = job.keys()
     ledgers = scn.ledger(job.params, job.dtype) if keys else {}
     found: measure.Found = {}
     for key in keys:
         lg = ledgers.get(key.variant)
-        stages = Stages(check.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
+        stages = Stages(build.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
         if stages.availability.runs:
             notify((key.backend, key.device, key.variant))
             built, resources = check.build_and_check(key, stages.availability, job, data, scn)
-            check.save_io(key, built, job, data)
+            case_inputs.save_io(key, built, job, data)
             stages = Stages(stages.availability, stages.ledger, built, resources)
         found[key] = stages
     found = measure.peers(found, case.seed)
     notify(None)
-    found = memory.measured(found, scn, job.params, job.dtype)
+    found = peak_memory.measured(found, scn, job.params, job.dtype)
     canaries = ceiling.canaries(ceilings, _traffic(found), job.timing.ceiling == "interleaved")
     found, throttled, readings = timed_watching_clocks(found, job, cuda_clock, canaries)
     found = measure.rated(found, ceiling.read_beside(ceilings, readings))
     found = measure.compared(found, scn, case.seed)
     found = measure.rivaled(found, scn, case.seed)
-    found = memory.compared(found, scn)
+    found = peak_memory.compared(found, scn)
     return flag_throttled([assemble(key, case, stages) for key, stages in found.items()], found, throttled)
 
 

@@ -25,7 +25,7 @@ from suite.core import scenario as scenarios
 from suite.core import targets
 from suite.core.registry import KernelKey
 from suite.core.row import Row
-from suite.run import check, validate
+from suite.run import build, case_inputs, check, validate
 from suite.run.config import TimingConfig
 from suite.run.job import Job, case_seed
 
@@ -60,11 +60,11 @@ def launch_once(s: dict[str, Any], bracket: Bracket, timings: dict[str, float] |
         share_cuda_stream()
     job = job_of(s)
     key = KernelKey(job.scenario, s["backend"], s["variant"], s["device"])
-    avail = check.availability(key, job)
+    avail = build.availability(key, job)
     if avail.mode != targets.NATIVE or avail.target is None:
         raise RuntimeError(f"{key.backend}/{key.device} does not run natively here: {avail.reason or avail.mode}")
     scn = scenarios.get(job.scenario)
-    data = check.Inputs(scn, job.dtype, case_seed(job.seed, job.scenario, job.params, job.dtype))
+    data = case_inputs.Inputs(scn, job.dtype, case_seed(job.seed, job.scenario, job.params, job.dtype))
     started = time.perf_counter()
     built, _ = check.build_and_check(key, avail, job, data, scn)
     if timings is not None:

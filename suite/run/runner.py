@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from suite.core import store
 from suite.core.row import Row, params_json
-from suite.run import assemble, pooled, profile, progress, provenance
+from suite.run import pooled, profile, progress, provenance, result_rows
 from suite.run.config import TimingConfig
 from suite.run.job import Job
 from suite.run.results import Table, read
@@ -112,7 +112,7 @@ def _timed_in(workers: list[Any], job: Job, timeout: float) -> list[Row]:
             runs.append(each.run(share, timeout))
         except WorkerLost as exc:
             lost = lost or str(exc)
-    return pooled.pool(runs) if runs else assemble.lost(job, lost or "no worker answered")
+    return pooled.pool(runs) if runs else result_rows.lost(job, lost or "no worker answered")
 
 
 def _record_end(outdir: Path, environment: dict[str, Any]) -> None:

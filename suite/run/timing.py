@@ -13,7 +13,7 @@ start event keeps the host's launch overhead out of the window (`CudaClock.time`
 the same launcher with the GPU waiting on the host, so the launch overhead can be measured apart (graph timing).
 
 Within a block, each implementation's rounds rotate through several sets of input buffers (`timing.input_sets`,
-where they fit: `suite.run.check.rebuilder`), one set per round, chosen outside the timed window. A plug-in never
+where they fit: `suite.run.honesty.rebuilder`), one set per round, chosen outside the timed window. A plug-in never
 reaches the timer: its launcher is called between the suite's readings and what it returns is ignored, and the
 clocks call the functions captured here when the suite was imported (`genuine`), so replacing `time.perf_counter_ns`
 or a clock's method changes no reading; `tampered` says what was replaced, `restore` puts it back.

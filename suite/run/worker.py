@@ -29,7 +29,7 @@ from suite.core import scenario as scenarios
 from suite.core import targets
 from suite.core.registry import KernelKey
 from suite.core.row import Row
-from suite.run import assemble, ceiling, faults, footprint, provenance, validate
+from suite.run import ceiling, faults, footprint, provenance, result_rows, validate
 from suite.run.execute import execute
 from suite.run.job import Case, Job, case_seed
 
@@ -53,7 +53,7 @@ def share_cuda_stream() -> None:
 
 class Session:
     """Run-wide state: device names, provenance, ceilings; `run(job)` turns one case into its rows, each made
-    whole by `suite.run.assemble` (device name, provenance and run id included)."""
+    whole by `suite.run.result_rows` (device name, provenance and run id included)."""
 
     def __init__(self, settings: Settings) -> None:
         targets.configure_emulation(settings.emulate)
@@ -134,7 +134,7 @@ def _out_of_memory(job: Job, scn: Any, fault: faults.Fault, at: Any) -> list[Row
         else:
             shortfall = footprint.out_of_memory(scn, job.params, job.dtype, key.variant, target)
             reason = f"{shortfall}, while {doing} ({fault.detail})"
-        rows += assemble.lost(job, reason, [key])
+        rows += result_rows.lost(job, reason, [key])
     return rows
 
 
@@ -185,7 +185,7 @@ def run_attributed(attempt: Attempt, job: Job, timeout: float) -> list[Row]:
         if culprit is None or tuple(culprit) in job.skip:  # lost while timing: the case cannot be attributed
             raise WorkerLost(reason)
         backend, device, variant = culprit
-        lost += assemble.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
+        lost += result_rows.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
         job = replace(job, skip=job.skip | {(backend, device, variant)})
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.run.bench_cases import extra_info
+from suite.benchmark.cases import extra_info
 
 
 def test_case(benchmark, fusebench, bench_case) -> None:

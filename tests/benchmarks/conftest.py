@@ -27,19 +27,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _cases(config: pytest.Config) -> list:
     from suite import cli  # registers the config schema and every family's node
+    from suite.benchmark.cases import cases, front_door_overrides
     from suite.core.errors import ConfigError
-    from suite.run import bench_cases
 
     if not hasattr(config, "_fusebench_cases"):
         try:
             user = shlex.split(config.getoption("fusebench_overrides") or "")
         except ValueError as exc:
             raise pytest.UsageError(f"fusebench: error: --fusebench-overrides: {exc}") from None
-        overrides = bench_cases.front_door_overrides(config.getoption("fusebench_preset"), user)
+        overrides = front_door_overrides(config.getoption("fusebench_preset"), user)
         cache = getattr(config, "cache", None)
         outdir = cache.mkdir("fusebench") if cache is not None else Path(tempfile.mkdtemp(prefix="fusebench-"))
         try:
-            config._fusebench_cases = bench_cases.cases(cli.compose_jobs(["-m", *overrides]), outdir)
+            config._fusebench_cases = cases(cli.compose_jobs(["-m", *overrides]), outdir)
         except ConfigError as exc:
             raise pytest.UsageError(f"fusebench: error: {exc}") from None
     return config._fusebench_cases
@@ -64,6 +64,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def fusebench():
     """The run-wide state every benchmark shares: CUDA stream and clock, the current case's built kernels."""
-    from suite.run.bench_cases import Bench
+    from suite.benchmark.cases import Bench
 
     return Bench()

@@ -17,7 +17,7 @@ import pandas as pd
 
 from suite.core import store
 from suite.core.row import KEY
-from suite.report import compare_stats
+from suite.report import compare_rows, compare_stats, compare_summary
 
 PLAIN = 2.0
 """A speedup this large in the first run is an effect any honest rerun must still call `pays`."""
@@ -80,13 +80,16 @@ def agreement(a: pd.DataFrame, b: pd.DataFrame, column: str, speed: str, what: s
         first, second = getattr(row, f"{column}_a"), getattr(row, f"{column}_b")
         if not isinstance(first, str) or not isinstance(second, str) or not first or not second:
             continue
-        name = f"{compare_stats.case_label(row.scenario, row.params, row.dtype)} " \
-               f"{compare_stats.implementation(row.backend, row.device, row.variant)}"  # fmt: skip
+        name = (
+            f"{compare_rows.case_label(row.scenario, row.params, row.dtype)} "
+            f"{compare_rows.implementation(row.backend, row.device, row.variant)}"
+        )
         found.cases += 1
         found.agree += first == second
         if first != second:
-            found.changed.append(f"{name}: {first} → {second} ({getattr(row, f'{speed}_a'):.2f}× → "
-                                 f"{getattr(row, f'{speed}_b'):.2f}×)")  # fmt: skip
+            found.changed.append(
+                f"{name}: {first} → {second} ({getattr(row, f'{speed}_a'):.2f}× → {getattr(row, f'{speed}_b'):.2f}×)"
+            )
         if {first, second} == {"pays", "loses"}:
             found.flips.append(name)
         if getattr(row, f"{speed}_a") >= PLAIN:
@@ -99,7 +102,7 @@ def measure(a: store.Run, b: store.Run, threshold: float) -> Noise:
     """Compare B with A as `suite compare` does (canary-normalised where it can) and read the verdicts of both."""
     from suite.report.compare import _times
 
-    matched, _, _ = compare_stats.match(a.results, b.results)
+    matched, _, _ = compare_rows.match(a.results, b.results)
     lines = compare_stats.compare(matched, _times(a, b, matched), threshold)
     timed = lines[np.isfinite(lines["ratio"].astype(float))]
     flagged = int(timed["verdict"].isin(["slower", "faster"]).sum())
@@ -112,17 +115,21 @@ def markdown(noise: Noise, a: str, b: str) -> str:
     t = noise.threshold
     share = noise.flagged / noise.timed if noise.timed else 0.0
     parts = [f"# fusebench noise: {b} against {a} (an A/A: nothing changed)", ""]
-    parts += [f"- `compare` at ±{t:.0%}: {noise.flagged} of {noise.timed} timed rows flagged ({share:.1%}).",
-              f"- Threshold that keeps 95% of rows quiet here: {noise.quiet_at(0.95):.1%}; every row: "
-              f"{noise.quiet_at(1.0):.1%}. Pick `--threshold` at or above it on this machine.",
-              *(f"- {m}" for m in compare_stats.machine_moved(noise.lines))]  # fmt: skip
+    parts += [
+        f"- `compare` at ±{t:.0%}: {noise.flagged} of {noise.timed} timed rows flagged ({share:.1%}).",
+        f"- Threshold that keeps 95% of rows quiet here: {noise.quiet_at(0.95):.1%}; every row: "
+        f"{noise.quiet_at(1.0):.1%}. Pick `--threshold` at or above it on this machine.",
+        *(f"- {m}" for m in compare_summary.machine_moved(noise.lines)),
+    ]
     for found in noise.agreements:
         if not found.cases:
             continue
-        parts.append(f"- Verdicts, {found.what}: {found.agree} of {found.cases} agree "
-                     f"({found.agree / found.cases:.0%}); pays ↔ loses: {len(found.flips)}; "
-                     f"effects of {PLAIN:g}× or more in the first run still `pays`: {found.plain_kept} of "
-                     f"{found.plain}.")  # fmt: skip
+        parts.append(
+            f"- Verdicts, {found.what}: {found.agree} of {found.cases} agree "
+            f"({found.agree / found.cases:.0%}); pays ↔ loses: {len(found.flips)}; "
+            f"effects of {PLAIN:g}× or more in the first run still `pays`: {found.plain_kept} of "
+            f"{found.plain}."
+        )
     for found in noise.agreements:
         if found.changed:
             parts += ["", f"## Verdicts that changed: {found.what}", "", *(f"- {c}" for c in found.changed)]

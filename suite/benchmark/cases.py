@@ -3,9 +3,9 @@ its timed call, the paired fusion verdict and the benchmark's `extra_info`.
 
 The pytest-benchmark front door (`tests/benchmarks/`) must run exactly what `python -m suite` would run with the
 same overrides, so the cases come from configs composed as the command line composes them, the suite's own plan
-(`suite.run.validate`) and jobs (`suite.run.runner`), and each implementation goes through the suite's own stages: availability and
-build-and-check (`suite.run.check`), then the suite's clocks and paired measurement (`suite.run.timing`,
-`suite.core.fusion`). Only natively run implementations are benchmarks: an interpreter's or a simulator's time is
+(`suite.run.validate`) and jobs (`suite.run.runner`), and each implementation goes through the suite's own
+stages: availability (`suite.run.build`) and build-and-check (`suite.run.check`), then the suite's clocks and
+paired measurement (`suite.run.timing`, `suite.core.fusion`). Only natively run implementations are benchmarks: an interpreter's or a simulator's time is
 no time. This module knows nothing of pytest; the front door turns a `Prepared` that is not ready into a skip or
 a failure.
 """
@@ -26,7 +26,7 @@ from suite.core import fusion, targets
 from suite.core.registry import KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import SCENARIOS
-from suite.run import check, runner, validate
+from suite.run import build, case_inputs, check, runner, validate
 from suite.run.job import Job, case_seed
 from suite.run.stages import Check, Ledger
 from suite.run.timing import Clock, CpuClock, CudaClock, measure_interleaved
@@ -60,8 +60,9 @@ class BenchCase:
     def id(self) -> str:
         """Stable and readable, e.g. `elementwise_chain-n=1000-ops=scale,gelu-float32-numba-cpu-fused`."""
         shape = [f"{axis}={_id_value(v)}" for axis, v in self.job.params.items()]
-        return "-".join([self.key.scenario, *shape, self.job.dtype, self.key.backend, self.key.device or "none",
-                         self.key.variant])  # fmt: skip
+        return "-".join(
+            [self.key.scenario, *shape, self.job.dtype, self.key.backend, self.key.device or "none", self.key.variant]
+        )
 
     @property
     def group(self) -> str:
@@ -87,8 +88,10 @@ def cases(configs: Sequence[DictConfig], outdir: Path) -> list[BenchCase]:
             keys = job.keys()
             present = {(k.backend, k.device, k.variant) for k in keys}
             for key in keys:
-                base = next((b for c, b in plan.scenario.pairs if c == key.variant
-                             and (key.backend, key.device, b) in present), None)  # fmt: skip
+                base = next(
+                    (b for c, b in plan.scenario.pairs if c == key.variant and (key.backend, key.device, b) in present),
+                    None,
+                )
                 out.append(BenchCase(job, key, base))
     return out
 
@@ -122,7 +125,7 @@ class Bench:
         self._cuda_clock: CudaClock | None = None
         self._cpu_clocks: dict[bool, CpuClock] = {}
         self._job: Job | None = None
-        self._data: check.Inputs | None = None
+        self._data: case_inputs.Inputs | None = None
         self._built: dict[KernelKey, Prepared] = {}
 
     def seed(self, case: BenchCase) -> int:
@@ -136,14 +139,14 @@ class Bench:
         if case.job is not self._job:
             scn = SCENARIOS[case.job.scenario]
             self._job, self._built = case.job, {}
-            self._data = check.Inputs(scn, case.job.dtype, self.seed(case))
+            self._data = case_inputs.Inputs(scn, case.job.dtype, self.seed(case))
         if key not in self._built:
             self._built[key] = self._build(BenchCase(case.job, key))
         return self._built[key] if variant is not None else replace(self._built[key], case=case)
 
     def _build(self, case: BenchCase) -> Prepared:
         job, key, scn = case.job, case.key, SCENARIOS[case.job.scenario]
-        avail = check.availability(key, job)
+        avail = build.availability(key, job)
         if not avail.runs:
             return Prepared(case, skip=f"{avail.status}: {avail.reason}")
         if avail.mode != targets.NATIVE:
@@ -152,7 +155,7 @@ class Bench:
         ledger = Ledger.of(lg, key.device) if lg is not None else None
         assert self._data is not None
         built, _resources = check.build_and_check(key, avail, job, self._data, scn)
-        check.save_io(key, built, job, self._data)
+        case_inputs.save_io(key, built, job, self._data)
         skip = f"skipped: {built.reason}" if built.status == "skipped" else ""
         return Prepared(case, skip, built, ledger, avail.target)
 
@@ -213,31 +216,55 @@ class Bench:
         if base.skip or base.failure:
             return {"baseline": name, "verdict": None, "verdict_reason": base.skip or base.failure}
         assert prep.check is not None and base.check is not None
-        times = measure_interleaved({"base": base.check.launcher, "cand": prep.check.launcher},
-                                    self.clock(case.key.device), case.job.timing)  # fmt: skip
+        times = measure_interleaved(
+            {"base": base.check.launcher, "cand": prep.check.launcher}, self.clock(case.key.device), case.job.timing
+        )
         c = fusion.compare(times["base"].times_ms, times["cand"].times_ms, self.seed(case))
         predicted = None
         if base.ledger is not None and prep.ledger is not None and prep.ledger.bytes_modeled:
             predicted = base.ledger.bytes_modeled / prep.ledger.bytes_modeled
-        return {"baseline": name, "speedup": c.speedup, "speedup_lo": c.lo, "speedup_hi": c.hi,
-                "verdict": c.verdict, "predicted": predicted, "paired_reps": times["cand"].reps,
-                "baseline_ms": times["base"].median, "candidate_ms": times["cand"].median}  # fmt: skip
+        return {
+            "baseline": name,
+            "speedup": c.speedup,
+            "speedup_lo": c.lo,
+            "speedup_hi": c.hi,
+            "verdict": c.verdict,
+            "predicted": predicted,
+            "paired_reps": times["cand"].reps,
+            "baseline_ms": times["base"].median,
+            "candidate_ms": times["cand"].median,
+        }
 
 
 def extra_info(prep: Prepared, median_s: float | None) -> dict[str, Any]:
     """What a benchmark records beside its times: the case, the ledger, GB/s from the benchmark's median (bytes
     read + written, as the suite's rates count them), and the numerics."""
     case, lg, c = prep.case, prep.ledger, prep.check
-    info: dict[str, Any] = {"scenario": case.key.scenario, "params": params_json(case.job.params),
-                            "dtype": case.job.dtype, "backend": case.key.backend, "device": case.key.device,
-                            "variant": case.key.variant}  # fmt: skip
+    info: dict[str, Any] = {
+        "scenario": case.key.scenario,
+        "params": params_json(case.job.params),
+        "dtype": case.job.dtype,
+        "backend": case.key.backend,
+        "device": case.key.device,
+        "variant": case.key.variant,
+    }
     if lg is not None:
-        info.update(bytes_read=lg.bytes_read, bytes_written=lg.bytes_written, bytes_modeled=lg.bytes_modeled,
-                    flops_modeled=lg.flops_modeled, store_model=lg.store_model, launches=lg.launches)  # fmt: skip
+        info.update(
+            bytes_read=lg.bytes_read,
+            bytes_written=lg.bytes_written,
+            bytes_modeled=lg.bytes_modeled,
+            flops_modeled=lg.flops_modeled,
+            store_model=lg.store_model,
+            launches=lg.launches,
+        )
     moved = lg.bytes_read + lg.bytes_written if lg is not None else 0
     info["gbps"] = moved / median_s / 1e9 if median_s and moved else None
     if c is not None:
-        info.update(max_rel_err=c.max_rel_err, tolerance=c.tolerance, compile_ms=c.compile_ms,
-                    notes=json.dumps(dict(c.notes), sort_keys=True, default=str))  # fmt: skip
+        info.update(
+            max_rel_err=c.max_rel_err,
+            tolerance=c.tolerance,
+            compile_ms=c.compile_ms,
+            notes=json.dumps(dict(c.notes), sort_keys=True, default=str),
+        )
     info["cold_cache"] = case.key.device == "cuda" or case.job.timing.cold_cache
     return info
