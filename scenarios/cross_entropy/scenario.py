@@ -25,6 +25,7 @@ from scenarios.cross_entropy.config import CrossEntropyConfig
 from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 IGNORE_INDEX = -100
 TARGET_BYTES = 8
@@ -33,8 +34,8 @@ LOSS_BYTES = 4
 TILE_MIN, TILE_MAX = 32, 16384
 OFFSET = 100.0
 """Odd rows are shifted by +100: exp(103) overflows float32, so only a kernel that subtracts the max survives."""
-BASE_TOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 0.016}
-MAX_TOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 0.16}
+LIMITS = Tolerance(per_dtype(1e-5, 1e-3, bfloat16=0.016), per_dtype(1e-3, 2e-2))
+"""A scalar loss: float16's floor is half the elementwise families' (one rounding of a mean), bfloat16's theirs."""
 
 
 def make_targets(tokens: int, vocab: int, rng: np.random.Generator) -> np.ndarray:
@@ -79,6 +80,7 @@ def ce_ledger(tokens: int, vocab: int, s: int, *, fused_reads: int, held: int, e
 class CrossEntropy(Scenario):
     name = "cross_entropy"
     config = CrossEntropyConfig
+    limits = LIMITS
     inputs = ("logits", "targets")
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "vocab", "tile")
@@ -147,7 +149,7 @@ class CrossEntropy(Scenario):
             logp = (x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True, dtype=np.float32))).astype(dtype)
         own = abs(mean_loss(logp.astype(np.float64), inputs["targets"]) - ref[0]) / max(abs(ref[0]), 1e-3)
         reduction = 4 * 2.0**-24 * (np.sqrt(params["vocab"]) + np.sqrt(params["tokens"]))
-        return float(np.clip(max(4.0 * own, reduction), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, max(4.0 * own, reduction))
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Fewer tokens; a vocabulary wider than the budget shrinks too, but stays wider than a smaller tile."""

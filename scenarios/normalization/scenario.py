@@ -44,6 +44,7 @@ from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,10 +63,9 @@ float32), and a one-pass variance E[x²] − E[x]² would cancel catastrophicall
 
 # Tolerance: the unfused decomposition evaluated by NumPy in the case's storage precision ------------------------
 
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype (a few units in the last place of the stored result)."""
-MAX_TOL = {"float32": 0.05, "float16": 0.2, "bfloat16": 1.6}
-"""Cap: beyond this the storage precision cannot be the excuse."""
+LIMITS = Tolerance(ceiling=per_dtype(0.05, 0.2))
+"""The usual floor (a few units in the last place of the stored result) and a cap beyond which the storage
+precision cannot be the excuse; add_rmsnorm's too."""
 LANES = 8
 """Running sums of the emulated reductions (one AVX2 register of float32)."""
 STAT_ULPS = 4
@@ -120,6 +120,7 @@ class RowNormalization(Scenario):
     """What the three ops share: axes, presets, checks, inputs, ledger and tolerance; subclasses add the math."""
 
     variants = ("fused", "unfused", "library", "eager", "compiled")
+    limits = LIMITS
     axes = ("rows", "cols", "tile")
     size_axis = "cols"
     presets = {
@@ -182,7 +183,7 @@ class RowNormalization(Scenario):
         off by a few units in their last place would cost (`slack`), within per-dtype limits."""
         with np.errstate(over="ignore", invalid="ignore"):
             own = rel_err(emulate(self.name, inputs, dtype), ref)
-        return float(np.clip(max(4.0 * own, self.slack(inputs, ref)), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, max(4.0 * own, self.slack(inputs, ref)))
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
         """The error that row statistics off by STAT_ULPS float32 ulps would cause; 0 where that is negligible."""

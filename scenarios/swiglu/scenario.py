@@ -27,15 +27,12 @@ from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MAX_ELEMENTS = 2**31 - 1
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype (a few units in the last place of the stored result)."""
-MAX_TOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 0.16}
-"""Cap: an elementwise op of two roundings has no long sum to excuse more."""
 
 
 def silu32(v: np.ndarray) -> np.ndarray:
@@ -54,6 +51,8 @@ def emulate(inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
 class SwiGLU(Scenario):
     name = "swiglu"
     config = SwiGLUConfig
+    limits = Tolerance(ceiling=per_dtype(1e-3, 2e-2))
+    """The usual floor; a cap low as an elementwise op of two roundings has no long sum to excuse more."""
     inputs = INPUTS
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
@@ -110,7 +109,7 @@ class SwiGLU(Scenario):
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused decomposition done in `dtype` storage, within per-dtype limits
         (no reduction: the error does not grow with the shape)."""
-        return float(np.clip(4.0 * rel_err(emulate(inputs, dtype), ref), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, 4.0 * rel_err(emulate(inputs, dtype), ref))
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Fewer rows; a row wider than the budget is cut to it (elementwise: nothing depends on the width)."""

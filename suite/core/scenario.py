@@ -25,6 +25,7 @@ import numpy as np
 from suite.core.dtypes import DTYPES
 from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
+from suite.core.tolerances import Tolerance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +70,9 @@ class Scenario:
     None: the node is whatever the YAML says (the plan still refuses an axis the scenario lacks)."""
     size_unit: ClassVar[str] = ""
     """What one step of the size axis counts ('elements'), for the charts' x label; empty: no unit is shown."""
+    limits: ClassVar[Tolerance] = Tolerance()
+    """The floor and ceiling per dtype its `tolerance` is held within (suite.core.tolerances); by default a few
+    units in the last place of the stored result, with no ceiling."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
@@ -111,7 +115,10 @@ class Scenario:
         raise NotImplementedError
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        raise NotImplementedError
+        """The largest relative error an output may have (suite.core.numerics). A family whose error depends on
+        the case derives it (most: four times the error of the unfused decomposition done by NumPy in `dtype`
+        storage) and clips it with `self.limits.clip`; by default it is the floor of `limits`."""
+        return self.limits.clip(dtype, 0.0)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """A smaller case with the same structure, for the interpreter and the simulator."""
