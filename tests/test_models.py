@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from suite import cli
+from suite.core import host_memory
 from suite.core.errors import ConfigError
 from suite.run import validate
 
@@ -78,7 +79,7 @@ def test_an_unknown_model_names_the_valid_ones() -> None:
 
 def test_a_model_case_too_large_for_the_machine_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}  # an 8 GiB machine
-    monkeypatch.setattr(validate.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(host_memory.os, "sysconf", lambda name: pages[name])
     args = ["model=llama3_70b", "tokens=131072", "seq_len=8192", "experiment=model_attention", "device=cpu"]
     with pytest.raises(ConfigError, match=r"needs about 16\.0 GiB \(its smallest variant's peak.*has 8\.0 GiB"):
         cli.precheck(args)

@@ -17,12 +17,11 @@ the log-softmax kernel is read once: its second pass finds it on chip or in cach
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from scenarios.cross_entropy.config import CrossEntropyConfig
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.scenario import Params, Scenario, register
 from suite.core.tolerances import Tolerance, per_dtype
@@ -107,10 +106,7 @@ class CrossEntropy(Scenario):
         if tile & (tile - 1) or not TILE_MIN <= tile <= TILE_MAX:
             raise ConfigError(f"scenario.tile={tile} must be a power of two in {TILE_MIN}..{TILE_MAX}")
         need = params["tokens"] * params["vocab"] * (4 * 3 + 8 * 2)  # logits, logp; the float64 reference
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(f"{params['tokens']} × {params['vocab']} logits need about {need / 2**30:.1f} GiB; "
-                              f"this machine has {total / 2**30:.1f}")  # fmt: skip
+        guard(need, f"cross_entropy over {params['tokens']} × {params['vocab']} logits")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         return {"logits": (params["tokens"], params["vocab"]), "targets": (params["tokens"],)}

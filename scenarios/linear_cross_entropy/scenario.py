@@ -23,14 +23,13 @@ cross-entropy (on CUDA), at the chunk it picks itself (`liger_chunk`).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from scenarios.cross_entropy import make_targets, mean_loss
 from scenarios.cross_entropy.scenario import LIMITS, TARGET_BYTES
 from scenarios.linear_cross_entropy.config import LinearCrossEntropyConfig
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.scenario import Params, Scenario, register
 from suite.core.tolerances import Tolerance, per_dtype
@@ -121,10 +120,7 @@ class LinearCrossEntropy(Scenario):
         tokens, hidden, vocab = params["tokens"], params["hidden"], params["vocab"]
         # float32 inputs and the unfused logits; the float64 reference's logits and its error bound's
         need = (tokens * hidden + hidden * vocab) * 4 + tokens * vocab * (4 + 8 * 2)
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(f"{tokens} tokens × {vocab} logits need about {need / 2**30:.1f} GiB; "
-                              f"this machine has {total / 2**30:.1f}")  # fmt: skip
+        guard(need, f"linear_cross_entropy over {tokens} tokens × {vocab} logits")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         t, h, v = params["tokens"], params["hidden"], params["vocab"]

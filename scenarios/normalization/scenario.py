@@ -32,7 +32,6 @@ than once, which fusion removes as well.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +40,7 @@ import numpy as np
 from scenarios.normalization.config import LayerNormConfig, RMSNormConfig, SoftmaxConfig
 from scenarios.normalization.decomposition import DECOMPOSITIONS, ROW_STATS, normalization_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
@@ -150,11 +150,7 @@ class RowNormalization(Scenario):
         if -(-cols // tile) > MAX_GRID_Y:
             raise ConfigError(f"scenario.cols={cols} needs more than {MAX_GRID_Y} tiles of {tile}; raise scenario.tile")
         need = rows * cols * (4 * 4 + 3 * 8)  # x, y, two intermediates; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(
-                f"{rows} × {cols} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f}"
-            )
+        guard(need, f"{self.name} of {rows} × {cols}")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         rows, cols = params["rows"], params["cols"]

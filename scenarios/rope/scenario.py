@@ -25,13 +25,12 @@ step reading every tensor it names once and writing its output once (see `decomp
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from scenarios.rope.config import RopeConfig
 from scenarios.rope.decomposition import PAIRINGS, rope_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
@@ -139,10 +138,7 @@ class Rope(Scenario):
         if n > MAX_ELEMENTS:
             raise ConfigError(f"q and k hold {n:,} elements, more than {MAX_ELEMENTS:,}")
         need = n * (4 * 6 + 8 * 3)  # q, k, out and three intermediates; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(f"rope of {n:,} elements needs about {need / 2**30:.1f} GiB; this machine has "
-                              f"{total / 2**30:.1f}")  # fmt: skip
+        guard(need, f"rope of {n:,} elements")
 
     @staticmethod
     def elements(params: Params) -> int:

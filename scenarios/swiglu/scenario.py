@@ -15,7 +15,6 @@ decomposition (`aten.silu.out`, then `mul.out`) and torch.compile of it are the 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ import numpy as np
 from scenarios.swiglu.config import SwiGLUConfig
 from scenarios.swiglu.decomposition import INPUTS, swiglu_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
@@ -81,11 +81,7 @@ class SwiGLU(Scenario):
         if rows * cols > MAX_ELEMENTS:
             raise ConfigError(f"scenario.rows·cols = {rows * cols:,} exceeds {MAX_ELEMENTS:,} elements")
         need = rows * cols * (4 * 4 + 3 * 8)  # a, b, y, s; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(
-                f"{rows} × {cols} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f}"
-            )
+        guard(need, f"swiglu of {rows} × {cols}")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         return {name: (params["rows"], params["cols"]) for name in INPUTS}
