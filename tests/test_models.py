@@ -41,6 +41,8 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
         assert cfg.model.name == model and cfg.layer
         if plan.scenario.name in ("layernorm", "rmsnorm"):
             assert (params["rows"], params["cols"]) == (1024, spec["hidden_size"])
+        if "tile" in plan.scenario.resolvers:  # the family's own resolver: a tile that holds the row whole
+            assert params["tile"] == plan.scenario.resolvers["tile"](params["cols"]) >= min(params["cols"], 16384)
         if plan.scenario.name == "matmul":
             assert (params["m"], params["k"], params["n"]) == (1024, spec["hidden_size"], spec["intermediate_size"])
         if plan.scenario.name == "attention":

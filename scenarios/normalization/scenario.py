@@ -54,6 +54,14 @@ MAX_ELEMENTS = 2**31 - 1
 """rows·cols; kernels index rows with 32-bit grid coordinates, columns and offsets with 64-bit integers."""
 TILE_MIN, TILE_MAX = 32, 16384
 """tile: a power of two in this range; on a GPU a tile of float32 per row must fit a block's registers."""
+
+
+def tile_for(cols: int) -> int:
+    """The tile that holds a row of `cols` whole: the next power of two, within TILE_MIN..TILE_MAX (a model's
+    experiments set the tile from its widths through the resolver `fusebench_tile`)."""
+    return min(max(TILE_MIN, 1 << (int(cols) - 1).bit_length()), TILE_MAX)
+
+
 MAX_GRID_Y = 65535
 """Unfused elementwise kernels on a GPU launch one block per (row, chunk of `tile` columns) in grid dimension y."""
 OFFSET = 80.0
@@ -121,6 +129,7 @@ class RowNormalization(Scenario):
 
     variants = ("fused", "unfused", "library", "eager", "compiled")
     limits = LIMITS
+    resolvers = {"tile": tile_for}
     axes = ("rows", "cols", "tile")
     size_axis = "cols"
     presets = {

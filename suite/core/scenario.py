@@ -73,6 +73,10 @@ class Scenario:
     limits: ClassVar[Tolerance] = Tolerance()
     """The floor and ceiling per dtype its `tolerance` is held within (suite.core.tolerances); by default a few
     units in the last place of the stored result, with no ceiling."""
+    resolvers: ClassVar[dict[str, Callable[..., Any]]] = {}
+    """Functions its Hydra files interpolate, registered as OmegaConf resolvers `fusebench_<key>` by
+    `register_configs`: what a family derives from a model's shapes (the normalization tile that holds a row of
+    `cols`: `${fusebench_tile:${model.hidden_size}}`). Families may share one only by declaring the same function."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
@@ -231,7 +235,8 @@ def register_configs(conf: Path | None = None) -> None:
     """Store each scenario's structured config in Hydra's ConfigStore as `scenario/base_<name>`, and, for a family
     with no YAML file of its own under `conf/scenario/` (a plug-in's), its node as `scenario/<name>` too: every
     family is selected by its registered name (`scenario=<name>`), whatever its origin. A family without a
-    structured config gets a node of its name and its axes, each null (the preset's values)."""
+    structured config gets a node of its name and its axes, each null (the preset's values). Then every family's
+    `resolvers`."""
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
@@ -242,3 +247,16 @@ def register_configs(conf: Path | None = None) -> None:
         if not (yaml_dir / f"{name}.yaml").exists():
             node = scn.config(name=name) if scn.config is not None else {"name": name, **dict.fromkeys(scn.axes)}
             store.store(group="scenario", name=name, node=node)
+    _register_resolvers()
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    seen: dict[str, tuple[str, Callable[..., Any]]] = {}
+    for name, scn in discover().items():
+        for key, function in scn.resolvers.items():
+            family, earlier = seen.setdefault(key, (name, function))
+            if earlier is not function:
+                raise ValueError(f"scenarios {family} and {name} both declare a resolver fusebench_{key}")
+            OmegaConf.register_new_resolver(f"fusebench_{key}", function, replace=True)
