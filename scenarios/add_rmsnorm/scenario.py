@@ -52,6 +52,7 @@ class AddRMSNorm(RowNormalization):
 
     name = "add_rmsnorm"
     config = AddRMSNormConfig
+    model_tour = "model_add_rmsnorm"
     inputs = INPUTS
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.

@@ -105,6 +105,7 @@ class Attention(Scenario):
     axes = AXES
     size_axis = "seq_len"
     config = AttentionConfig
+    model_tour = "model_attention"
     limits = Tolerance(per_dtype(1e-4, 2e-3), ceiling=4.0)
     """Floor: float32 kernels that order their sums differently (torch's, tiled ones) land within a few 1e-5 of
     each other on small cases, where a maximum over few elements is a noisy measure. Ceiling, every dtype: an

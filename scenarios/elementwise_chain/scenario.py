@@ -47,6 +47,7 @@ class ElementwiseChain(Scenario):
     size_axis = "n"
     size_unit = "elements"
     config = ElementwiseChainConfig
+    model_tour = "model_elementwise"
     captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},

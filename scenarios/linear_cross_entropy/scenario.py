@@ -86,6 +86,9 @@ def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -
 class LinearCrossEntropy(Scenario):
     name = "linear_cross_entropy"
     config = LinearCrossEntropyConfig
+    model_tour = None
+    """Not in the model tour: its GEMM would dominate a CPU tour, and like cross_entropy's its float64 logits hold
+    gigabytes at a 128k vocabulary; `experiment=model_linear_cross_entropy` runs it on its own."""
     limits = Tolerance(LIMITS.floor, per_dtype(1e-3, 3e-2))
     """cross_entropy's floor; a higher half-precision ceiling: the logits are a GEMM's, rounded to storage."""
     inputs = ("hidden", "weight", "targets")

@@ -96,6 +96,7 @@ class Matmul(Scenario):
     list_axes = ("tile",)
     size_axis = "m"
     config = MatmulConfig
+    model_tour = "model_matmul"
     limits = LIMITS
     presets = {
         "S": {"m": [129], "n": [77], "k": [200], "epilogue": list(EPILOGUES), "tile": [T1, [32, 32, 32]]},

@@ -225,6 +225,7 @@ class RowNormalization(Scenario):
 class LayerNorm(RowNormalization):
     name = "layernorm"
     config = LayerNormConfig
+    model_tour = "model_layernorm"
     inputs = ("x", "weight", "bias")
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
@@ -247,6 +248,7 @@ class LayerNorm(RowNormalization):
 class RMSNorm(RowNormalization):
     name = "rmsnorm"
     config = RMSNormConfig
+    model_tour = "model_rmsnorm"
     inputs = ("x", "weight")
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
@@ -258,6 +260,7 @@ class RMSNorm(RowNormalization):
 class Softmax(RowNormalization):
     name = "softmax"
     config = SoftmaxConfig
+    model_tour = "model_softmax"
     inputs = ("x",)
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:

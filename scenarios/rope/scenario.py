@@ -96,6 +96,7 @@ def emulate(inputs: dict[str, np.ndarray], pairing: str, dtype: str) -> np.ndarr
 class Rope(Scenario):
     name = "rope"
     config = RopeConfig
+    model_tour = "model_rope"
     limits = LIMITS
     inputs = ("q", "k", "cos", "sin")
     variants = ("fused", "unfused", "library", "eager", "compiled")

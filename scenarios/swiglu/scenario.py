@@ -51,6 +51,7 @@ def emulate(inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
 class SwiGLU(Scenario):
     name = "swiglu"
     config = SwiGLUConfig
+    model_tour = "model_swiglu"
     limits = Tolerance(ceiling=per_dtype(1e-3, 2e-2))
     """The usual floor; a cap low as an elementwise op of two roundings has no long sum to excuse more."""
     inputs = INPUTS

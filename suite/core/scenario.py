@@ -77,6 +77,10 @@ class Scenario:
     """Functions its Hydra files interpolate, registered as OmegaConf resolvers `fusebench_<key>` by
     `register_configs`: what a family derives from a model's shapes (the normalization tile that holds a row of
     `cols`: `${fusebench_tile:${model.hidden_size}}`). Families may share one only by declaring the same function."""
+    model_tour: ClassVar[str | None] = None
+    """The experiment that sets its axes from a model's published shapes (conf/experiment/<it>.yaml, or a node a
+    plug-in stores in Hydra's ConfigStore as `experiment/<it>`): `model=<name>` with no scenario named runs every
+    family's (`model_experiments`). None: the family sits out the model tour."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
@@ -220,6 +224,17 @@ def unknown(name: str) -> str:
         return f"scenario '{name}' failed to load: {LOAD_ERRORS[name]}"
     failed = "".join(f"; {family} failed to load ({why})" for family, why in sorted(LOAD_ERRORS.items()))
     return f"unknown scenario '{name}'; valid: {', '.join(sorted(discover()))}{failed}"
+
+
+def plug_ins(package: str = "scenarios") -> list[str]:
+    """Families registered from outside the tree's `package` (an entry point, a `plugins=` module, a test's):
+    those no list in the suite can name, so that what the suite derives from the registry takes them in."""
+    return [name for name, scn in discover().items() if not type(scn).__module__.startswith(f"{package}.")]
+
+
+def model_experiments() -> list[str]:
+    """The model tour: every registered family's `model_tour` experiment, each once, by name."""
+    return sorted({scn.model_tour for scn in discover().values() if scn.model_tour})
 
 
 UNKNOWN = Scenario()
