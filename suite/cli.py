@@ -8,6 +8,7 @@ here, and any problem is printed as one line with exit status 2, never as a trac
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -32,21 +33,16 @@ TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_atte
 effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 13 minutes on 2 CPU
 cores with the install, each case timed in two worker processes."""
 
-MODEL_FAMILIES = ("elementwise", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
-                  "rope")  # fmt: skip
-"""cross_entropy is left out: at a 128k vocabulary its float64 reference and the checks beside it hold about 15 GiB
-of host memory; `experiment=model_cross_entropy` runs it on its own."""
-MODEL_TOUR = "experiment=" + ",".join(f"model_{family}" for family in MODEL_FAMILIES)
-"""What `model=<name>` runs when no scenario or experiment is named: every family at the model's shapes
-(conf/experiment/model_*.yaml), one job each, into one table and one report; `-m model=a,b` sweeps models too."""
-
 
 def with_model_tour(args: list[str]) -> list[str]:
     """`args` with the model tour added where a model is named without a scenario or an experiment."""
     named = lambda key: any(a.lstrip("+~").startswith(f"{key}=") for a in args)
     if not named("model") or named("scenario") or named("experiment"):
         return args
-    return [*([] if any(a in MULTIRUN_FLAGS for a in args) else ["-m"]), *args, MODEL_TOUR]
+    with contextlib.suppress(ConfigError):  # the families `plugins=` adds join too; one that fails, precheck names
+        import_plugins(args)
+    tour = "experiment=" + ",".join(scenarios.model_experiments())
+    return [*([] if any(a in MULTIRUN_FLAGS for a in args) else ["-m"]), *args, tour]
 
 
 LAUNCHERS = {

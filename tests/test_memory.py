@@ -79,6 +79,29 @@ def test_footprint_guard_reads_the_ledgers_peak() -> None:
     assert scn.footprint_bytes(params, "float32", "unfused") == scn.ledger(params, "float32")["unfused"].peak_bytes
 
 
+@pytest.mark.parametrize(
+    ("family", "params", "what"),
+    [
+        ("softmax", {"rows": 2**14, "cols": 2**15, "tile": 4096}, "softmax of 16384 × 32768"),
+        ("swiglu", {"rows": 2**14, "cols": 2**15}, "swiglu of 16384 × 32768"),
+        ("rope", {"batch": 8, "seq_len": 8192, "heads": 32, "kv_heads": 8, "head_dim": 128, "pairing": "half"},
+         "rope of 335,544,320 elements"),
+        ("cross_entropy", {"tokens": 2**16, "vocab": 2**17, "tile": 2048}, "cross_entropy over 65536 × 131072 logits"),
+        ("linear_cross_entropy", {"tokens": 2**16, "hidden": 64, "vocab": 2**17, "chunk": 1024, "tile": 2048},
+         "linear_cross_entropy over 65536 tokens × 131072 logits"),
+    ],
+)  # fmt: skip
+def test_a_case_too_large_for_the_host_is_refused_in_one_words(monkeypatch, family, params, what) -> None:
+    """Every family that guards host memory says it in the one guard's words (suite.core.host_memory)."""
+    from suite.core import host_memory
+    from suite.core.errors import ConfigError
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}  # an 8 GiB machine
+    monkeypatch.setattr(host_memory.os, "sysconf", lambda name: pages[name])
+    with pytest.raises(ConfigError, match=rf"^{what} needs about [\d.]+ GiB; this machine has 8\.0 GiB$"):
+        SCENARIOS[family].check(params)
+
+
 # The CPU meter: a kernel with a known scratch buffer, and one with none ------------------------------------------
 
 

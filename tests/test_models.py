@@ -10,12 +10,19 @@ import pytest
 import yaml
 
 from suite import cli
+from suite.core import host_memory
 from suite.core.errors import ConfigError
+from suite.core.scenario import discover
 from suite.run import validate
 
 MODELS = sorted(p.stem for p in (Path(cli.CONF) / "model").glob("*.yaml"))
 FAMILIES = {"elementwise_chain", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
             "rope"}  # fmt: skip
+"""The in-tree families of the model tour; a plug-in that declares `model_tour` joins them (tests/toy_family.py)."""
+
+
+def touring() -> set[str]:
+    return {name for name, scn in discover().items() if scn.model_tour}
 
 
 def test_the_shipped_models_name_their_source() -> None:
@@ -40,6 +47,8 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
         assert cfg.model.name == model and cfg.layer
         if plan.scenario.name in ("layernorm", "rmsnorm"):
             assert (params["rows"], params["cols"]) == (1024, spec["hidden_size"])
+        if "tile" in plan.scenario.resolvers:  # the family's own resolver: a tile that holds the row whole
+            assert params["tile"] == plan.scenario.resolvers["tile"](params["cols"]) >= min(params["cols"], 16384)
         if plan.scenario.name == "matmul":
             assert (params["m"], params["k"], params["n"]) == (1024, spec["hidden_size"], spec["intermediate_size"])
         if plan.scenario.name == "attention":
@@ -50,7 +59,7 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
             assert (params["heads"], params["kv_heads"]) == (spec["num_attention_heads"], spec["num_key_value_heads"])
         if plan.scenario.name == "elementwise_chain":
             assert params["n"] == 1024 * spec["intermediate_size"] and params["ops"][-1] == spec["hidden_act"]
-    assert seen == FAMILIES
+    assert seen == touring() and seen >= FAMILIES
     (cfg,) = cli.compose_jobs([f"model={model}", "tokens=1024", "experiment=model_cross_entropy"])
     params = validate.plan(cfg).cases[0]
     assert (params["tokens"], params["vocab"]) == (1024, spec["vocab_size"])
@@ -60,7 +69,7 @@ def test_models_sweep_as_one_sweep_and_a_scenario_keeps_its_own() -> None:
     args = cli.with_model_tour(["-m", "model=llama3_8b,mistral_7b", "device=cpu"])
     assert args.count("-m") == 1
     names = {(cfg.model.name, cfg.scenario.name) for cfg in cli.compose_jobs(args)}
-    assert len(names) == 2 * len(FAMILIES)
+    assert len(names) == 2 * len(touring())
     # a scenario or experiment named: the model only feeds its interpolations, no tour is added
     assert cli.with_model_tour(["model=gpt2", "experiment=model_softmax"]) == ["model=gpt2", "experiment=model_softmax"]
     assert cli.with_model_tour(["scenario=softmax"]) == ["scenario=softmax"]
@@ -78,7 +87,7 @@ def test_an_unknown_model_names_the_valid_ones() -> None:
 
 def test_a_model_case_too_large_for_the_machine_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}  # an 8 GiB machine
-    monkeypatch.setattr(validate.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(host_memory.os, "sysconf", lambda name: pages[name])
     args = ["model=llama3_70b", "tokens=131072", "seq_len=8192", "experiment=model_attention", "device=cpu"]
     with pytest.raises(ConfigError, match=r"needs about 16\.0 GiB \(its smallest variant's peak.*has 8\.0 GiB"):
         cli.precheck(args)

@@ -44,3 +44,22 @@ def test_tolerance_passes_the_storage_precision_chain_and_catches_a_wrong_op(dty
     assert judge(fused_like, ref, tol)[1] == ""
     wrong = chain.reference(inputs, {**params, "ops": [*ops[:-1], "relu" if ops[-1] != "relu" else "tanh"]})
     assert judge(wrong.astype(dtype), ref, tol)[1] != ""
+
+
+def test_one_tolerance_helper_holds_every_family_within_its_limits():
+    """bfloat16's limits default to float16's in its units (8×); a derived error is clipped, NaN stays NaN; every
+    registered family's limits cover every dtype with floor <= ceiling (Tolerance refuses anything else)."""
+    from suite.core import scenario
+    from suite.core.tolerances import FLOOR, Tolerance, per_dtype
+
+    assert FLOOR == {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
+    limits = Tolerance(per_dtype(1e-5, 1e-3, bfloat16=0.016), per_dtype(1e-3, 2e-2))
+    assert limits.ceiling["bfloat16"] == 0.16 and limits.clip("bfloat16", 0.0) == 0.016
+    assert limits.clip("float16", 5e-3) == 5e-3 and limits.clip("float32", np.inf) == 1e-3
+    assert np.isnan(limits.clip("float32", np.nan)) and Tolerance(ceiling=4.0).ceiling["float16"] == 4.0
+    with pytest.raises(ValueError, match="exceeds its ceiling"):
+        Tolerance(ceiling=1e-6)
+    with pytest.raises(ValueError, match="a limit for each of"):
+        Tolerance({"float32": 1e-5})
+    for scn in scenario.discover().values():
+        assert isinstance(scn.limits, Tolerance)

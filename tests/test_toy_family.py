@@ -91,3 +91,31 @@ def test_entry_point_families_load_once_and_a_broken_one_is_recorded(monkeypatch
     assert scenario.discover() is found and scans == ["fusebench.scenarios"]
     with pytest.raises(ConfigError, match="broken failed to load"):
         scenario.get("nope")
+
+
+def test_the_family_is_listed_joins_the_model_tour_and_the_gpu_checks_plan(tmp_path: Path, capsys) -> None:
+    """What the suite derives from the registry takes the plug-in in: `suite list`, the model tour (it declares
+    `model_tour` and stores that experiment) and the GPU check's plan."""
+    from suite import cli
+    from suite.core import scenario
+    from suite.gpu_check import plan
+    from suite.run import validate
+
+    cli.list_kernels()
+    rows = [[cell.strip() for cell in line.split("│")][1:5] for line in capsys.readouterr().out.splitlines()]
+    assert [toy.NAME, "toy", "cpu", "native"] in rows
+
+    assert toy.NAME in scenario.plug_ins() and "layernorm" not in scenario.plug_ins()
+    tour = cli.with_model_tour(["model=gpt2", "tokens=64", "plugins=[tests.toy_family]"])
+    assert f"model_{toy.NAME}" in tour[-1].removeprefix("experiment=").split(",")
+    assert "model_layernorm" in tour[-1] and "model_cross_entropy" not in tour[-1]
+    frame = run(make_config("model=gpt2", "tokens=64", f"experiment=model_{toy.NAME}", "backends=[toy]",
+                            "device=cpu", "timing=quick", "isolate=false"), tmp_path, show_progress=False)  # fmt: skip
+    assert set(frame["status"]) == {"ok"} and set(frame["size"]) == {64 * 768}
+    assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"a·x + b over tokens × hidden"}
+
+    (job,) = [job for job in plan.sweep_jobs(quick=True) if f"scenario={toy.NAME}" in job]
+    (cfg,) = cli.compose_jobs(job)
+    assert validate.plan(cfg).scenario.name == toy.NAME and list(cfg.device.targets) == ["cuda"]
+    cases, implementations, _, _ = plan.job_estimate(job)
+    assert cases == 2 and implementations == 0  # preset S in float32; the toy backend has no CUDA kernel

@@ -1,8 +1,9 @@
 """A scenario family from outside the tree: out = a·x + b, two kernels (scale, then shift) against one.
 
 It is everything a third party writes to add a family and a backend for it: a `Scenario` with its structured
-config, a report section of its own, and NumPy kernels of a `toy` backend on the host. Nothing under `suite/`
-names it; tests/test_toy_family.py imports it here and the worker imports it through `plugins=[tests.toy_family]`.
+config, a report section of its own, the experiment that sets its size from a model (so that it joins the model
+tour), and NumPy kernels of a `toy` backend on the host. Nothing under `suite/` names it; tests/test_toy_family.py
+imports it here and the worker imports it through `plugins=[tests.toy_family]`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from hydra.core.config_store import ConfigStore
 
 from suite.core.backend import Backend, register_backend
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger
@@ -39,6 +41,7 @@ class AxPlusB(Scenario):
     dtypes = ("float32",)
     presets = {"S": {"n": [4096, 65536]}, "M": {"n": [2**20]}, "L": {"n": [2**24]}}
     config = ToyConfig
+    model_tour = f"model_{NAME}"
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         return {"x": (params["n"],)}
@@ -104,6 +107,11 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Any:
 
 
 register(AxPlusB)
+ConfigStore.instance().store(group="experiment", name=f"model_{NAME}", package="_global_", node={
+    "defaults": [{"override /scenario": NAME}],
+    "scenario": {"n": ["${fusebench_mul:${tokens},${model.hidden_size}}"]},
+    "layer": "a·x + b over tokens × hidden", "dtype": ["float32"],
+})  # fmt: skip
 register_backend(Toy(ToyTarget()))
 kernel(scenario=NAME, backend="toy", variant="unfused", device="cpu")(unfused)
 kernel(scenario=NAME, backend="toy", variant="fused", device="cpu")(fused)

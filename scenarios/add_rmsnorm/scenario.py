@@ -31,7 +31,6 @@ import numpy as np
 from scenarios.add_rmsnorm.config import AddRMSNormConfig
 from scenarios.add_rmsnorm.decomposition import INPUTS, add_rmsnorm_ledger
 from scenarios.normalization import EPS, RowNormalization, emulate
-from scenarios.normalization.scenario import BASE_TOL, MAX_TOL
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, register
@@ -53,6 +52,7 @@ class AddRMSNorm(RowNormalization):
 
     name = "add_rmsnorm"
     config = AddRMSNormConfig
+    model_tour = "model_add_rmsnorm"
     inputs = INPUTS
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.
@@ -94,9 +94,9 @@ class AddRMSNorm(RowNormalization):
         return add_rmsnorm_ledger(params, dtype)
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        """Four times the error of the unfused decomposition done in `dtype` storage, within per-dtype limits."""
+        """Four times the error of the unfused decomposition done in `dtype` storage, within rmsnorm's limits."""
         own = rel_err(emulate_add_rmsnorm(inputs, dtype), ref)
-        return float(np.clip(4.0 * own, BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, 4.0 * own)
 
     def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
         return []

@@ -37,6 +37,7 @@ from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,12 +48,6 @@ TILES = (16, 32, 64, 128, 256)
 """Allowed tile sizes: powers of two (Triton's block shapes), at least 16 (the smallest `tl.dot`)."""
 MAX_ELEMENTS = 2**31 - 1
 """q, k, v and O are indexed with 32-bit ints in places; beyond that the case is refused."""
-BASE_TOL = {"float32": 1e-4, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype: float32 kernels that order their sums differently (torch's, tiled ones)
-land within a few 1e-5 of each other on small cases, where a maximum over few elements is a noisy measure."""
-MAX_TOL = 4.0
-"""Ceiling of the tolerance: an error of 4× the smallest judged magnitude (suite.core.numerics' floor) still tells
-a correct output from a wrong mask, scale or tile, which are off by orders of magnitude more."""
 SLAB = 2**23
 """Scores the reference holds at once (all heads together): 64 MiB in float64, whatever the case."""
 
@@ -110,6 +105,12 @@ class Attention(Scenario):
     axes = AXES
     size_axis = "seq_len"
     config = AttentionConfig
+    model_tour = "model_attention"
+    limits = Tolerance(per_dtype(1e-4, 2e-3), ceiling=4.0)
+    """Floor: float32 kernels that order their sums differently (torch's, tiled ones) land within a few 1e-5 of
+    each other on small cases, where a maximum over few elements is a noisy measure. Ceiling, every dtype: an
+    error of 4× the smallest judged magnitude (suite.core.numerics' floor) still tells a correct output from a
+    wrong mask, scale or tile, which are off by orders of magnitude more."""
     presets = {
         "S": {"batch": [1], "heads": [2], "seq_len": [64, 193], "head_dim": [64], "causal": [False, True],
               "block_m": [64], "block_n": [64]},
@@ -217,7 +218,7 @@ class Attention(Scenario):
         storage allows.
         """
         own = rel_err(storage_precision(inputs, params, dtype), ref)
-        return float(np.clip(4.0 * own, BASE_TOL[dtype], MAX_TOL))
+        return self.limits.clip(dtype, 4.0 * own)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """One head, tiles of 16, at most half of `max_elements` in q and a quarter in one head's S (the

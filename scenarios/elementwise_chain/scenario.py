@@ -36,9 +36,6 @@ MAX_CHAIN = 16
 MAX_N = 2**31 - 1
 """Kernels index with 32-bit ints in places; beyond that the case is refused, not silently wrong."""
 
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype; the tolerance grows with the chain's conditioning (see `tolerance`)."""
-
 
 @register
 class ElementwiseChain(Scenario):
@@ -50,6 +47,7 @@ class ElementwiseChain(Scenario):
     size_axis = "n"
     size_unit = "elements"
     config = ElementwiseChainConfig
+    model_tour = "model_elementwise"
     captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},
@@ -109,7 +107,8 @@ class ElementwiseChain(Scenario):
         }
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, never below BASE_TOL.
+        """Four times the error of the unfused chain evaluated by NumPy in `dtype` storage, never below the floor
+        of `limits` (the default: a few units in the last place), with no ceiling.
 
         The error a correct kernel makes depends on how the chain amplifies rounding (square doubles relative
         error, shift can cancel), so the tolerance is measured on the same inputs rather than guessed. Where
@@ -121,7 +120,7 @@ class ElementwiseChain(Scenario):
             for op in params["ops"]:
                 v = OPS[op](v.astype(np.float32)).astype(dtype)
             own = rel_err(v, ref)
-        return max(4.0 * own, BASE_TOL[dtype]) if np.isfinite(own) else BASE_TOL[dtype]
+        return self.limits.clip(dtype, 4.0 * own if np.isfinite(own) else 0.0)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         return {**params, "n": min(params["n"], max_elements)}

@@ -42,6 +42,7 @@ from suite.core.errors import ConfigError
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import FLOOR, rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,9 +58,8 @@ MAX_OPERAND = 2**31 - 1
 U32 = 2.0**-24
 GELU_SLOPE = 1.13
 """max |gelu'(x)| (about 1.129 near x = 1.5): an error in A·B + bias reaches the output at most this much larger."""
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-MAX_TOL = {"float32": 0.05, "float16": 0.25, "bfloat16": 2.0}
-"""float16 with the epilogue: the unfused intermediate keeps half an ulp of A·B ≈ 1 (about 5e-4) that bias can
+LIMITS = Tolerance(ceiling=per_dtype(0.05, 0.25))
+"""The usual floor; the ceiling in float16 with the epilogue: the unfused intermediate keeps half an ulp of A·B ≈ 1 (about 5e-4) that bias can
 cancel down to nothing, and the metric weighs that against 1e-3 of the largest output: the decomposition's own
 error reaches 0.05-0.1 there, so its tolerance (four times that) needs room above elementwise's 0.05."""
 
@@ -96,6 +96,8 @@ class Matmul(Scenario):
     list_axes = ("tile",)
     size_axis = "m"
     config = MatmulConfig
+    model_tour = "model_matmul"
+    limits = LIMITS
     presets = {
         "S": {"m": [129], "n": [77], "k": [200], "epilogue": list(EPILOGUES), "tile": [T1, [32, 32, 32]]},
         "M": {"m": [256, 512], "n": [512], "k": [512], "epilogue": list(EPILOGUES), "tile": SMALL_TILES},
@@ -209,7 +211,7 @@ class Matmul(Scenario):
         if epilogue == "bias_gelu" and dtype == "bfloat16":  # see BF16_FLIP
             ab = np.abs(a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
             flip = float(np.max(GELU_SLOPE * dtypes.eps(dtype) * ab / denom, initial=0.0))
-        return float(np.clip(max(accum, 4.0 * own, 2.0 * flip), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, max(accum, 4.0 * own, 2.0 * flip))
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Each of M, N, K cut to an odd length (a multiple of no tile) so that A, B and C together stay within

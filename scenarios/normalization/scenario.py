@@ -32,7 +32,6 @@ than once, which fusion removes as well.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,9 +40,11 @@ import numpy as np
 from scenarios.normalization.config import LayerNormConfig, RMSNormConfig, SoftmaxConfig
 from scenarios.normalization.decomposition import DECOMPOSITIONS, ROW_STATS, normalization_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,6 +54,14 @@ MAX_ELEMENTS = 2**31 - 1
 """rows·cols; kernels index rows with 32-bit grid coordinates, columns and offsets with 64-bit integers."""
 TILE_MIN, TILE_MAX = 32, 16384
 """tile: a power of two in this range; on a GPU a tile of float32 per row must fit a block's registers."""
+
+
+def tile_for(cols: int) -> int:
+    """The tile that holds a row of `cols` whole: the next power of two, within TILE_MIN..TILE_MAX (a model's
+    experiments set the tile from its widths through the resolver `fusebench_tile`)."""
+    return min(max(TILE_MIN, 1 << (int(cols) - 1).bit_length()), TILE_MAX)
+
+
 MAX_GRID_Y = 65535
 """Unfused elementwise kernels on a GPU launch one block per (row, chunk of `tile` columns) in grid dimension y."""
 OFFSET = 80.0
@@ -62,10 +71,9 @@ float32), and a one-pass variance E[x²] − E[x]² would cancel catastrophicall
 
 # Tolerance: the unfused decomposition evaluated by NumPy in the case's storage precision ------------------------
 
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype (a few units in the last place of the stored result)."""
-MAX_TOL = {"float32": 0.05, "float16": 0.2, "bfloat16": 1.6}
-"""Cap: beyond this the storage precision cannot be the excuse."""
+LIMITS = Tolerance(ceiling=per_dtype(0.05, 0.2))
+"""The usual floor (a few units in the last place of the stored result) and a cap beyond which the storage
+precision cannot be the excuse; add_rmsnorm's too."""
 LANES = 8
 """Running sums of the emulated reductions (one AVX2 register of float32)."""
 STAT_ULPS = 4
@@ -120,6 +128,8 @@ class RowNormalization(Scenario):
     """What the three ops share: axes, presets, checks, inputs, ledger and tolerance; subclasses add the math."""
 
     variants = ("fused", "unfused", "library", "eager", "compiled")
+    limits = LIMITS
+    resolvers = {"tile": tile_for}
     axes = ("rows", "cols", "tile")
     size_axis = "cols"
     presets = {
@@ -149,11 +159,7 @@ class RowNormalization(Scenario):
         if -(-cols // tile) > MAX_GRID_Y:
             raise ConfigError(f"scenario.cols={cols} needs more than {MAX_GRID_Y} tiles of {tile}; raise scenario.tile")
         need = rows * cols * (4 * 4 + 3 * 8)  # x, y, two intermediates; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(
-                f"{rows} × {cols} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f}"
-            )
+        guard(need, f"{self.name} of {rows} × {cols}")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         rows, cols = params["rows"], params["cols"]
@@ -182,7 +188,7 @@ class RowNormalization(Scenario):
         off by a few units in their last place would cost (`slack`), within per-dtype limits."""
         with np.errstate(over="ignore", invalid="ignore"):
             own = rel_err(emulate(self.name, inputs, dtype), ref)
-        return float(np.clip(max(4.0 * own, self.slack(inputs, ref)), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, max(4.0 * own, self.slack(inputs, ref)))
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
         """The error that row statistics off by STAT_ULPS float32 ulps would cause; 0 where that is negligible."""
@@ -219,6 +225,7 @@ class RowNormalization(Scenario):
 class LayerNorm(RowNormalization):
     name = "layernorm"
     config = LayerNormConfig
+    model_tour = "model_layernorm"
     inputs = ("x", "weight", "bias")
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
@@ -241,6 +248,7 @@ class LayerNorm(RowNormalization):
 class RMSNorm(RowNormalization):
     name = "rmsnorm"
     config = RMSNormConfig
+    model_tour = "model_rmsnorm"
     inputs = ("x", "weight")
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
@@ -252,6 +260,7 @@ class RMSNorm(RowNormalization):
 class Softmax(RowNormalization):
     name = "softmax"
     config = SoftmaxConfig
+    model_tour = "model_softmax"
     inputs = ("x",)
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:

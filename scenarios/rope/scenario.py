@@ -25,25 +25,24 @@ step reading every tensor it names once and writing its output once (see `decomp
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from scenarios.rope.config import RopeConfig
 from scenarios.rope.decomposition import PAIRINGS, rope_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 BASE = 10000.0
 """The frequency base θ of Llama 2 and the original paper: pair i turns by position · θ^(−2i/head_dim)."""
 MAX_HEAD_DIM = 256
 """GPU kernels hold a head's row in one program or block."""
 MAX_ELEMENTS = 2**31 - 1
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-MAX_TOL = {"float32": 1e-3, "float16": 1.0, "bfloat16": 8.0}
-"""Caps. In half precision an output that nearly cancels (x₁·cos ≈ x₂·sin) is judged against the floor of the
+LIMITS = Tolerance(ceiling=per_dtype(1e-3, 1.0))
+"""The usual floor and caps. In half precision an output that nearly cancels (x₁·cos ≈ x₂·sin) is judged against the floor of the
 metric (1e-3 of the largest output), while the unfused steps round both products to 11 bits first: measured on
 Llama's shapes that alone costs up to 0.4 at one element. The cap then only bounds the worst element; the
 family's tests hold every element of the fused kernels to its own condition (`tests/test_rope.py`)."""
@@ -97,6 +96,8 @@ def emulate(inputs: dict[str, np.ndarray], pairing: str, dtype: str) -> np.ndarr
 class Rope(Scenario):
     name = "rope"
     config = RopeConfig
+    model_tour = "model_rope"
+    limits = LIMITS
     inputs = ("q", "k", "cos", "sin")
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")
@@ -138,10 +139,7 @@ class Rope(Scenario):
         if n > MAX_ELEMENTS:
             raise ConfigError(f"q and k hold {n:,} elements, more than {MAX_ELEMENTS:,}")
         need = n * (4 * 6 + 8 * 3)  # q, k, out and three intermediates; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(f"rope of {n:,} elements needs about {need / 2**30:.1f} GiB; this machine has "
-                              f"{total / 2**30:.1f}")  # fmt: skip
+        guard(need, f"rope of {n:,} elements")
 
     @staticmethod
     def elements(params: Params) -> int:
@@ -181,7 +179,7 @@ class Rope(Scenario):
         """Four times the error of the unfused steps done in `dtype` storage, within per-dtype limits: each output
         is two rounded products and a rounded sum, and a sum that cancels is judged against the output's scale."""
         own = rel_err(emulate(inputs, params["pairing"], dtype), ref)
-        return float(np.clip(4.0 * own, BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, 4.0 * own)
 
     def title(self, params: Params, size_axis: str) -> str:
         """A facet's title short enough to sit above it: the pairing, the heads and head_dim ('half · 32/8 heads ·

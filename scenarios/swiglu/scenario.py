@@ -15,7 +15,6 @@ decomposition (`aten.silu.out`, then `mul.out`) and torch.compile of it are the 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,18 +23,16 @@ import numpy as np
 from scenarios.swiglu.config import SwiGLUConfig
 from scenarios.swiglu.decomposition import INPUTS, swiglu_ledger
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.ledger import VariantLedger
 from suite.core.numerics import rel_err
 from suite.core.scenario import Params, Scenario, register
+from suite.core.tolerances import Tolerance, per_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
 
 MAX_ELEMENTS = 2**31 - 1
-BASE_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 0.016}
-"""Floor of the tolerance per dtype (a few units in the last place of the stored result)."""
-MAX_TOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 0.16}
-"""Cap: an elementwise op of two roundings has no long sum to excuse more."""
 
 
 def silu32(v: np.ndarray) -> np.ndarray:
@@ -54,6 +51,9 @@ def emulate(inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
 class SwiGLU(Scenario):
     name = "swiglu"
     config = SwiGLUConfig
+    model_tour = "model_swiglu"
+    limits = Tolerance(ceiling=per_dtype(1e-3, 2e-2))
+    """The usual floor; a cap low as an elementwise op of two roundings has no long sum to excuse more."""
     inputs = INPUTS
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
@@ -82,11 +82,7 @@ class SwiGLU(Scenario):
         if rows * cols > MAX_ELEMENTS:
             raise ConfigError(f"scenario.rows·cols = {rows * cols:,} exceeds {MAX_ELEMENTS:,} elements")
         need = rows * cols * (4 * 4 + 3 * 8)  # a, b, y, s; the float64 reference and its temporaries
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if need > total:
-            raise ConfigError(
-                f"{rows} × {cols} needs about {need / 2**30:.1f} GiB; this machine has {total / 2**30:.1f}"
-            )
+        guard(need, f"swiglu of {rows} × {cols}")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         return {name: (params["rows"], params["cols"]) for name in INPUTS}
@@ -110,7 +106,7 @@ class SwiGLU(Scenario):
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused decomposition done in `dtype` storage, within per-dtype limits
         (no reduction: the error does not grow with the shape)."""
-        return float(np.clip(4.0 * rel_err(emulate(inputs, dtype), ref), BASE_TOL[dtype], MAX_TOL[dtype]))
+        return self.limits.clip(dtype, 4.0 * rel_err(emulate(inputs, dtype), ref))
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Fewer rows; a row wider than the budget is cut to it (elementwise: nothing depends on the width)."""

@@ -25,6 +25,7 @@ import numpy as np
 from suite.core.dtypes import DTYPES
 from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
+from suite.core.tolerances import Tolerance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +70,17 @@ class Scenario:
     None: the node is whatever the YAML says (the plan still refuses an axis the scenario lacks)."""
     size_unit: ClassVar[str] = ""
     """What one step of the size axis counts ('elements'), for the charts' x label; empty: no unit is shown."""
+    limits: ClassVar[Tolerance] = Tolerance()
+    """The floor and ceiling per dtype its `tolerance` is held within (suite.core.tolerances); by default a few
+    units in the last place of the stored result, with no ceiling."""
+    resolvers: ClassVar[dict[str, Callable[..., Any]]] = {}
+    """Functions its Hydra files interpolate, registered as OmegaConf resolvers `fusebench_<key>` by
+    `register_configs`: what a family derives from a model's shapes (the normalization tile that holds a row of
+    `cols`: `${fusebench_tile:${model.hidden_size}}`). Families may share one only by declaring the same function."""
+    model_tour: ClassVar[str | None] = None
+    """The experiment that sets its axes from a model's published shapes (conf/experiment/<it>.yaml, or a node a
+    plug-in stores in Hydra's ConfigStore as `experiment/<it>`): `model=<name>` with no scenario named runs every
+    family's (`model_experiments`). None: the family sits out the model tour."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
@@ -111,7 +123,10 @@ class Scenario:
         raise NotImplementedError
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        raise NotImplementedError
+        """The largest relative error an output may have (suite.core.numerics). A family whose error depends on
+        the case derives it (most: four times the error of the unfused decomposition done by NumPy in `dtype`
+        storage) and clips it with `self.limits.clip`; by default it is the floor of `limits`."""
+        return self.limits.clip(dtype, 0.0)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """A smaller case with the same structure, for the interpreter and the simulator."""
@@ -211,6 +226,17 @@ def unknown(name: str) -> str:
     return f"unknown scenario '{name}'; valid: {', '.join(sorted(discover()))}{failed}"
 
 
+def plug_ins(package: str = "scenarios") -> list[str]:
+    """Families registered from outside the tree's `package` (an entry point, a `plugins=` module, a test's):
+    those no list in the suite can name, so that what the suite derives from the registry takes them in."""
+    return [name for name, scn in discover().items() if not type(scn).__module__.startswith(f"{package}.")]
+
+
+def model_experiments() -> list[str]:
+    """The model tour: every registered family's `model_tour` experiment, each once, by name."""
+    return sorted({scn.model_tour for scn in discover().values() if scn.model_tour})
+
+
 UNKNOWN = Scenario()
 """Stands for a scenario not installed here (a results table from elsewhere): every hook at its default."""
 
@@ -224,7 +250,8 @@ def register_configs(conf: Path | None = None) -> None:
     """Store each scenario's structured config in Hydra's ConfigStore as `scenario/base_<name>`, and, for a family
     with no YAML file of its own under `conf/scenario/` (a plug-in's), its node as `scenario/<name>` too: every
     family is selected by its registered name (`scenario=<name>`), whatever its origin. A family without a
-    structured config gets a node of its name and its axes, each null (the preset's values)."""
+    structured config gets a node of its name and its axes, each null (the preset's values). Then every family's
+    `resolvers`."""
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
@@ -235,3 +262,16 @@ def register_configs(conf: Path | None = None) -> None:
         if not (yaml_dir / f"{name}.yaml").exists():
             node = scn.config(name=name) if scn.config is not None else {"name": name, **dict.fromkeys(scn.axes)}
             store.store(group="scenario", name=name, node=node)
+    _register_resolvers()
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    seen: dict[str, tuple[str, Callable[..., Any]]] = {}
+    for name, scn in discover().items():
+        for key, function in scn.resolvers.items():
+            family, earlier = seen.setdefault(key, (name, function))
+            if earlier is not function:
+                raise ValueError(f"scenarios {family} and {name} both declare a resolver fusebench_{key}")
+            OmegaConf.register_new_resolver(f"fusebench_{key}", function, replace=True)

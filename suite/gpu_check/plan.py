@@ -24,7 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {"elementwise_chain": "gpu_elementwise", "layernorm": "gpu_layernorm", "rmsnorm": "gpu_rmsnorm",
             "softmax": "gpu_softmax", "attention": "gpu_attention", "matmul": "gpu_matmul"}  # fmt: skip
-"""Family -> its experiment file under conf/experiment."""
+"""Family -> its experiment file under conf/experiment. A family from outside the tree joins at its own sizes
+(`plug_in_jobs`): the check's plan is derived from the registry."""
 CHECK_TIMING = ["timing.processes=1", "timing.budget_s=0.05", "timing.max_budget_s=0.15", "timing.energy_s=0.02",
                 "timing.case_timeout_s=120"]  # fmt: skip
 """One worker times every case (its repetitions are not pooled over two processes: the check asks whether the
@@ -134,6 +135,20 @@ def sweep_jobs(quick: bool) -> list[list[str]]:
     for family, experiment in FAMILIES.items():
         extra = QUICK[family] if quick else []
         jobs.append([f"experiment={experiment}", *CHECK_TIMING, *extra])
+    return jobs + plug_in_jobs(quick)
+
+
+def plug_in_jobs(quick: bool) -> list[list[str]]:
+    """A job for each family registered from outside the tree (an entry point, a plug-in module): its preset
+    (`S` under --quick, else `M`) on the GPU, in the dtypes of a default run it has (else its own)."""
+    from suite.core import scenario as scenarios
+
+    jobs = []
+    for name in scenarios.plug_ins():
+        own = scenarios.get(name).dtypes
+        dtypes = [d for d in ("float32", "float16") if d in own] or list(own)
+        jobs.append([f"scenario={name}", f"preset={'S' if quick else 'M'}", f"dtype=[{','.join(dtypes)}]",
+                     "device.targets=[cuda]", *CHECK_TIMING])  # fmt: skip
     return jobs
 
 

@@ -145,16 +145,10 @@ def batch(tokens: int, seq_len: int, context: int) -> int:
     return int(tokens) // seq
 
 
-def tile(cols: int) -> int:
-    """A normalization tile holding a row of `cols` whole: the next power of two, within 32..16384."""
-    return min(max(32, 1 << (int(cols) - 1).bit_length()), 16384)
-
-
 def register_configs() -> None:
     OmegaConf.register_new_resolver("fusebench_seq", sequence, replace=True)
     OmegaConf.register_new_resolver("fusebench_batch", batch, replace=True)
     OmegaConf.register_new_resolver("fusebench_mul", lambda a, b: int(a) * int(b), replace=True)
-    OmegaConf.register_new_resolver("fusebench_tile", tile, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=BenchConfig)
     cs.store(group="model", name="base_model", node=ModelConfig)

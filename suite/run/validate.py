@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from suite.core import registry
 from suite.core import scenario as scenarios
 from suite.core.backend import BACKENDS, Backend
 from suite.core.errors import ConfigError
+from suite.core.host_memory import guard
 from suite.core.registry import REGISTRY
 from suite.core.scenario import Params, Scenario
 from suite.core.targets import configure_emulation
@@ -167,17 +167,12 @@ def _check_backend_options(cfg: DictConfig) -> None:
 
 def _check_memory(scn: Scenario, cases: list[Params], dtypes: list[str]) -> None:
     """Refuse a case whose inputs, reference and outputs alone would not fit in this machine's memory."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     itemsize = max(np.dtype(d).itemsize for d in dtypes)
     for params in cases:
         modeled = [scn.footprint_bytes(params, d, v) for d in dtypes for v in scn.variants_for(params)]
         known = [m for m in modeled if m is not None]  # the smallest variant must fit, with its float64 reference
         need = min(known) if known else scn.size(params) * (4 * itemsize + 2 * 8)  # inputs, out, intermediates
-        if need > total:
-            raise ConfigError(
-                f"case {params} needs about {need / 2**30:.1f} GiB (its smallest variant's peak: inputs, outputs "
-                f"and live intermediates); this machine has {total / 2**30:.1f} GiB"
-            )
+        guard(need, f"case {params}", " (its smallest variant's peak: inputs, outputs and live intermediates)")
 
 
 PROFILES = ("none", "ncu")
