@@ -18,7 +18,7 @@ from backends.cupy.device import CONVERSIONS, CTYPES
 from backends.cupy.normalization_kernels import REDUCTIONS
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 STATS = r"""
 #define IGNORE ({ignore}LL)
@@ -102,8 +102,7 @@ def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict)
                 k((grid,), (threads,), args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches)))
 
 
 @kernel(scenario="cross_entropy", backend="cupy", variant="fused", device="cuda")

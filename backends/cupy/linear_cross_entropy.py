@@ -18,7 +18,7 @@ from backends.cupy.cross_entropy import source
 from backends.cupy.matmul import _cublas
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 
 def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk: int) -> Launcher:
@@ -43,9 +43,12 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             mean((1,), (threads,), mean_args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by,  # type: ignore[attr-defined]
-                                kernels=2 * len(steps) + 1)  # fmt: skip
-    return launch
+    return Launch(
+        launch,
+        notes=launch_notes(
+            {"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by, kernels=2 * len(steps) + 1
+        ),
+    )
 
 
 @kernel(scenario="linear_cross_entropy", backend="cupy", variant="fused", device="cuda")

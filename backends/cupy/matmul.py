@@ -32,7 +32,7 @@ from backends.cupy.build import ARCH, build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch import cdiv
 from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
 
 STATIC_SMEM = 48 * 1024
@@ -345,8 +345,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
             for step in steps:
                 step()
 
-    launch.notes = notes  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=notes)
 
 
 def _step(k: Any, grid: tuple, block: tuple, args: tuple, smem: int = 0) -> Launcher:

@@ -20,7 +20,7 @@ from backends.triton.record import record_triton
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch import chunk_columns
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 
 def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk: int) -> Launcher:
@@ -49,8 +49,9 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             _mean[(1,)](*mean_args, num_warps=warps, BLOCK=MEAN_BLOCK)
 
     settings = {"tile": tile, "num_warps": warps, "chunk": min(chunk, tokens)}
-    launch.notes = launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)  # type: ignore[attr-defined]
-    return launch
+    return Launch(
+        launch, notes=launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)
+    )
 
 
 @kernel(scenario="linear_cross_entropy", backend="triton", variant="fused", device="cuda")

@@ -22,7 +22,7 @@ from backends.numba.on_cuda.normalization_kernels import _reductions
 from backends.numba.record import record_numba
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -153,8 +153,7 @@ def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict)
             step()
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads}, (tokens,), by, kernels=len(steps))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(steps)))
 
 
 @kernel(scenario="cross_entropy", backend="numba", variant="fused", device="cuda")

@@ -19,7 +19,7 @@ from backends.numba.on_cuda import matmul
 from backends.numba.on_cuda.cross_entropy import prepared, threads_of
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda
@@ -53,9 +53,15 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             step()
 
     by = block_chosen_by(BACKEND.option(opts, "block"))  # as threads_of: the option where set
-    launch.notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)},  # type: ignore[attr-defined]
-                                (tokens,), by, kernels=len(steps))  # fmt: skip
-    return launch
+    return Launch(
+        launch,
+        notes=launch_notes(
+            {"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)},
+            (tokens,),
+            by,
+            kernels=len(steps),
+        ),
+    )
 
 
 @kernel(scenario="linear_cross_entropy", backend="numba", variant="fused", device="cuda")

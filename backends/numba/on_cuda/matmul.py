@@ -35,7 +35,7 @@ from backends.numba.ops import gelu
 from backends.numba.record import record_numba
 from suite.core.launch import cdiv
 from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NotRunnable
 
 try:
@@ -265,8 +265,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
         for step in steps:
             step()
 
-    launch.notes = notes  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=notes)
 
 
 @kernel(scenario="matmul", backend="numba", variant="unblocked", device="cuda")
