@@ -123,15 +123,19 @@ def kernel(*, scenario: str | Iterable[str], backend: str, variant: str | Iterab
            device: str | Iterable[str] = "cuda") -> Callable[[E], E]:  # fmt: skip
     """Register the decorated entry as the implementation of (scenario, backend, variant) on `device` ("cpu" or
     "cuda"). Each of scenario, variant and device may be several: the entry is registered under every
-    combination, and an entry that takes the scenario's name before the protocol's four arguments (a
-    `FamilyEntry`: one implementation serving layernorm, rmsnorm and softmax) is bound to the name it is
-    registered under."""
+    combination, bound to the key it serves where it asks for it. An entry that takes the scenario's name before
+    the protocol's four arguments (a `FamilyEntry`: one implementation of layernorm, rmsnorm and softmax) is
+    handed the scenario; one with a keyword-only `variant` is handed the variant (one function serving matmul's
+    `unblocked`, `tiled` and `fused`, which differ in a kernel or two)."""
 
     def register(entry: E) -> E:
         family = _positional(entry) == 5
+        by_variant = _keyword_only(entry, "variant")
         for name in _names(scenario):
-            bound = functools.update_wrapper(functools.partial(entry, name), entry) if family else entry
             for v in _names(variant):
+                bound = functools.partial(entry, name) if family else entry
+                bound = functools.partial(bound, variant=v) if by_variant else bound
+                bound = functools.update_wrapper(bound, entry) if bound is not entry else entry
                 for d in _names(device):
                     REGISTRY.add(KernelKey(name, backend, v, d), bound)
         return entry
@@ -158,6 +162,11 @@ def _positional(entry: Callable[..., Any]) -> int:
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     params = inspect.signature(entry).parameters.values()
     return sum(p.kind in kinds and p.default is inspect.Parameter.empty for p in params)
+
+
+def _keyword_only(entry: Callable[..., Any], name: str) -> bool:
+    found = inspect.signature(entry).parameters.get(name)
+    return found is not None and found.kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def _names(names: str | Iterable[str]) -> tuple[str, ...]:

@@ -260,8 +260,7 @@ def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Lau
     return _steps("unblocked", inputs, out, params, BACKEND.option(opts, "math"))
 
 
-@kernel(scenario="matmul", backend="numba", variant="tiled", device="cpu")
-@kernel(scenario="matmul", backend="numba", variant="unfused", device="cpu")
+@kernel(scenario="matmul", backend="numba", variant=("tiled", "unfused"), device="cpu")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
     return _steps("tiled", inputs, out, params, BACKEND.option(opts, "math"))

@@ -137,7 +137,10 @@ def threads_of(opts: dict) -> int:
     return int(BACKEND.option(opts, "block") or 256)
 
 
-def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict) -> Launcher:
+@kernel(scenario="cross_entropy", backend="numba", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """The variant's kernels, each prepared with its grid and the shared stream (see the module's docstring)."""
+    names = {"fused": ("rows", "mean"), "unfused": ("log_softmax", "gather", "mean")}[variant]
     x, targets = inputs["logits"], inputs["targets"]
     if str(out.dtype) not in ("float32", "float16") or x.dtype != out.dtype or str(targets.dtype) != "int64":
         raise ValueError(f"numba/cuda cross_entropy: logits {x.dtype}, targets {targets.dtype} -> out {out.dtype}")
@@ -154,13 +157,3 @@ def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
     return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(steps)))
-
-
-@kernel(scenario="cross_entropy", backend="numba", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("rows", "mean"), inputs, out, opts)
-
-
-@kernel(scenario="cross_entropy", backend="numba", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("log_softmax", "gather", "mean"), inputs, out, opts)
