@@ -309,7 +309,7 @@ def _build(key: KernelKey, avail: Availability, job: Job, scn: Scenario, params:
     entry = REGISTRY.get(key)
     opts = options(job, key, avail.mode)
     with resources.recording(specs) if key.device == "cuda" else contextlib.nullcontext():
-        launcher = registry.as_launch(entry(dev_inputs, out, params, opts))
+        launcher = entry(dev_inputs, out, params, opts)
     if (fraction := slowdown.wanted(opts, key.variant)) and avail.mode == targets.NATIVE:
         spin = None
         if key.device == "cuda":
