@@ -47,9 +47,5 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
             mean((1,), (threads,), mean_args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    return Launch(
-        launch,
-        notes=launch_notes(
-            {"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by, kernels=2 * len(steps) + 1
-        ),
-    )
+    notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by, kernels=2 * len(steps) + 1)
+    return Launch(launch, notes=notes)

@@ -55,9 +55,8 @@ def _launcher(steps: list[tuple[Any, Any, Any, str]], n: int, opts: dict) -> Lau
                 k(grid, (block,), args)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}
-    return Launch(
-        launch, notes=launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
-    )
+    notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
+    return Launch(launch, notes=notes)
 
 
 @kernel(scenario="swiglu", backend="cupy", variant="fused", device="cuda")

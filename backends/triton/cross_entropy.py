@@ -107,9 +107,8 @@ def launcher(launches: list[Step], tile: int, opts: dict) -> Launcher:
                 fn[grid](*args, num_warps=warps, **const)
 
     settings = {"tile": tile, "num_warps": warps}
-    return Launch(
-        launch, notes=launch_notes(settings, launches[0][1], chosen_by(opts, ("num_warps",)), kernels=len(launches))
-    )
+    notes = launch_notes(settings, launches[0][1], chosen_by(opts, ("num_warps",)), kernels=len(launches))
+    return Launch(launch, notes=notes)
 
 
 def fused_launches(x: Any, targets: Any, losses: Any, out: Any, tile: int) -> list[Step]:

@@ -53,6 +53,5 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
             _mean[(1,)](*mean_args, num_warps=warps, BLOCK=MEAN_BLOCK)
 
     settings = {"tile": tile, "num_warps": warps, "chunk": min(chunk, tokens)}
-    return Launch(
-        launch, notes=launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)
-    )
+    notes = launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)
+    return Launch(launch, notes=notes)

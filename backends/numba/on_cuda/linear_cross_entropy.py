@@ -57,12 +57,7 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
             step()
 
     by = block_chosen_by(BACKEND.option(opts, "block"))  # as threads_of: the option where set
-    return Launch(
-        launch,
-        notes=launch_notes(
-            {"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)},
-            (tokens,),
-            by,
-            kernels=len(steps),
-        ),
+    notes = launch_notes(
+        {"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)}, (tokens,), by, kernels=len(steps)
     )
+    return Launch(launch, notes=notes)

@@ -79,9 +79,8 @@ def _launcher(steps: list[tuple[Any, Any, Any, str]], opts: dict) -> Launcher:
             dispatcher[grid, block, stream](*args)  # configured at each launch (the simulator keeps the last)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}
-    return Launch(
-        launch, notes=launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
-    )
+    notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
+    return Launch(launch, notes=notes)
 
 
 def _flat(a: Any) -> Any:
