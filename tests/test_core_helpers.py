@@ -64,3 +64,32 @@ def test_register_each_binds_the_scenario_under_explicit_keys(monkeypatch: pytes
     assert bound.args == ("a",) and bound.__doc__ == "A family entry."
     with pytest.raises(ValueError, match="registered twice"):
         registry.register_each(("a",), backend="fam", fused=entry)
+
+
+def test_one_decorator_registers_every_combination_bound_to_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "REGISTRY", registry.Registry())
+    seen: list[tuple[str, str]] = []
+
+    @registry.kernel(scenario=("a", "b"), backend="fam", variant=("tiled", "fused"), device=("cpu", "cuda"))
+    def entry(scenario: str, inputs: dict, out: object, params: dict, opts: dict, *, variant: str) -> registry.Launch:
+        """Serves every scenario and variant."""
+        return registry.Launch(lambda: seen.append((scenario, variant)))
+
+    assert len(registry.REGISTRY.keys(backend="fam")) == 8
+    registry.REGISTRY.get(registry.KernelKey("b", "fam", "fused", "cpu"))({}, None, {}, {})()
+    assert seen == [("b", "fused")]
+
+
+def test_a_launch_carries_its_notes_and_a_bare_launcher_still_reports_its_own() -> None:
+    made = registry.Launch(lambda: None, notes={"launch": {"grid": [4]}}, allocates={"mid": 64})
+    assert registry.notes(made) == {"launch": {"grid": [4]}} and registry.as_launch(made) is made
+    made.notes["compiler"] = "filled on the first call"  # the launcher's dict, never replaced
+    assert "compiler" in registry.notes(made)
+
+    def legacy() -> None:
+        pass
+
+    legacy.notes = {"stages": 2}  # type: ignore[attr-defined]  # a plug-in written against the old API
+    assert registry.notes(legacy) == {"stages": 2} and registry.notes(lambda: None) == {}
+    with pytest.raises(TypeError, match="must be a dict"):
+        registry.Launch(lambda: None, notes=None)  # type: ignore[arg-type]

@@ -103,7 +103,7 @@ CUPY_KERNELS = [("unblocked", (0, 0, 0), False), ("bias_gelu", (0, 0, 0), False)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cupy_kernels_compile_for_sm90_without_spills(dtype: str) -> None:
     from backends.cupy.build import compile_sm90
-    from backends.cupy.matmul import refusal, smem_bytes, source
+    from backends.cupy.matmul_kernels import refusal, smem_bytes, source
 
     for kind, tile, epilogue in CUPY_KERNELS:
         if kind == "tiled" and refusal(list(tile)):

@@ -24,7 +24,7 @@ from scenarios.matmul import SWEEP, Matmul
 from suite.core.numerics import judge
 from tests.support import host_shim_reason
 
-mm = pytest.importorskip("backends.cupy.matmul")
+mm = pytest.importorskip("backends.cupy.matmul_kernels")
 
 HOST_PRELUDE = r"""
 #include <barrier>
@@ -107,7 +107,7 @@ def _guarded(x: np.ndarray, shift: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _run(lib: ctypes.CDLL, tile: list[int], inputs: dict[str, np.ndarray], shift: int = 0) -> np.ndarray:
-    """C for inputs a, b, bias: one launch of the kernel as `backends.cupy.matmul` configures it."""
+    """C for inputs a, b, bias: one launch of the kernel as `backends.cupy.matmul_kernels` configures it."""
     (m, k), n = inputs["a"].shape, inputs["b"].shape[1]
     config = mm.launch_config(m, n, tile)
     bufs = {name: _guarded(x, shift) for name, x in inputs.items()}

@@ -4,6 +4,7 @@ knowing its name. Each step runs the real command line in a subprocess, as a use
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,8 @@ def test_rows_numerics_charts_and_report(env, tmp_path):
     assert (rows["status"] == "ok").all(), rows[["variant", "status", "reason"]]
     assert (rows["max_rel_err"] <= rows["tolerance"]).all() and (rows["bytes_modeled"] > 0).all()
     assert rows["time_ms"].notna().all() and rows.loc[rows["variant"] == "fused", "verdict"].notna().all()
+    passes = {v: json.loads(e)["passes"] for v, e in zip(rows["variant"], rows["extra"], strict=True)}
+    assert passes["fused"] == 1 and passes["unfused"] > 1  # the plug-in's Launch notes reach the row
     assert {p.name for p in (out / "charts").glob("*.png")} >= {
         "speedup_elementwise_chain.png",
         "time_vs_size_elementwise_chain.png",

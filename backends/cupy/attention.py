@@ -29,7 +29,7 @@ from backends.cupy.attention_kernels import NAMES, ROW_THREADS, ROWS, shared_byt
 from backends.cupy.build import build
 from backends.cupy.device import CTYPES
 from suite.core.launch import cdiv, require_grids
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 SHARED_LIMIT = 48 * 1024
 """Static shared memory per block without an opt-in."""
@@ -61,8 +61,7 @@ def _launcher(launches: list[tuple[Any, tuple, tuple, tuple]], opts: dict) -> La
     # the tiles are the case's and each kernel's threads follow from them (2·BM; the softmax ROWS·ROW_THREADS)
     kernels = {getattr(k, "name", f"kernel{i}"): {"grid": list(grid), "block": list(block)}
                for i, (k, grid, block, _) in enumerate(launches)}  # fmt: skip
-    launch.notes = {"launch": {**kernels, "chosen_by": "tile"}}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"launch": {**kernels, "chosen_by": "tile"}})
 
 
 def _dtype(inputs: dict[str, Any], out: Any) -> str:

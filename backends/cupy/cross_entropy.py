@@ -18,7 +18,7 @@ from backends.cupy.device import CONVERSIONS, CTYPES
 from backends.cupy.normalization_kernels import REDUCTIONS
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 
 STATS = r"""
 #define IGNORE ({ignore}LL)
@@ -84,7 +84,10 @@ def source(name: str, dtype: str) -> tuple[str, str]:
     return CONVERSIONS + REDUCTIONS + text, kernel_name
 
 
-def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict) -> Launcher:
+@kernel(scenario="cross_entropy", backend="cupy", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """The variant's RawKernels (the module's docstring says what each computes), launched in order on one stream."""
+    names = {"fused": ("rows", "mean"), "unfused": ("log_softmax", "gather", "mean")}[variant]
     x, targets = inputs["logits"], inputs["targets"]
     (tokens, vocab), dtype = x.shape, np.dtype(out.dtype).name
     threads = int(BACKEND.option(opts, "block") or 256)
@@ -102,15 +105,4 @@ def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict)
                 k((grid,), (threads,), args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
-
-
-@kernel(scenario="cross_entropy", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("rows", "mean"), inputs, out, opts)
-
-
-@kernel(scenario="cross_entropy", backend="cupy", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("log_softmax", "gather", "mean"), inputs, out, opts)
+    return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches)))

@@ -21,7 +21,7 @@ from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{
@@ -65,8 +65,7 @@ def _launcher(steps: list[tuple[Any, Any, tuple[str, ...]]], n: int, opts: dict)
                 k(grid, (block,), args)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option or n, capped by n; the grid: n and SMs
-    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), **where)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes({"block": block}, grid, block_chosen_by(option), **where))
 
 
 @kernel(scenario="elementwise_chain", backend="cupy", variant="fused", device="cuda")

@@ -18,10 +18,14 @@ from backends.cupy.cross_entropy import source
 from backends.cupy.matmul import _cublas
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 
 
-def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk: int) -> Launcher:
+@kernel(scenario="linear_cross_entropy", backend="cupy", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`fused`: the logits `chunk` tokens at a time, each chunk's loss taken before the next GEMM overwrites it;
+    `unfused`: all the tokens × vocab logits at once."""
+    chunk = int(params["chunk"]) if variant == "fused" else int(inputs["hidden"].shape[0])
     h, w, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
     (tokens, vocab), dtype = (h.shape[0], w.shape[1]), np.dtype(out.dtype).name
     threads = int(BACKEND.option(opts, "block") or 256)
@@ -43,16 +47,5 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             mean((1,), (threads,), mean_args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by,  # type: ignore[attr-defined]
-                                kernels=2 * len(steps) + 1)  # fmt: skip
-    return launch
-
-
-@kernel(scenario="linear_cross_entropy", backend="cupy", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(params["chunk"]))
-
-
-@kernel(scenario="linear_cross_entropy", backend="cupy", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(inputs["hidden"].shape[0]))
+    notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens)}, (tokens,), by, kernels=2 * len(steps) + 1)
+    return Launch(launch, notes=notes)

@@ -27,9 +27,9 @@ from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, register_each
+from suite.core.registry import Launch, Launcher, kernels
 
-Launch = tuple[Any, tuple[int, ...], tuple[Any, ...]]
+Step = tuple[Any, tuple[int, ...], tuple[Any, ...]]
 """(compiled kernel, grid, arguments) of one kernel of a variant."""
 
 
@@ -45,7 +45,7 @@ def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
     return block, row_threads(block, BACKEND.option(opts, "block"), BACKEND.option(opts, "max_items"))
 
 
-def _launcher(launches: list[Launch], block: int, threads: int, opts: dict) -> Launcher:
+def _launcher(launches: list[Step], block: int, threads: int, opts: dict) -> Launcher:
     context = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
@@ -55,8 +55,7 @@ def _launcher(launches: list[Launch], block: int, threads: int, opts: dict) -> L
 
     settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}  # threads: row_threads of the options
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes(settings, launches[0][1], by, kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes(settings, launches[0][1], by, kernels=len(launches)))
 
 
 def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
@@ -67,7 +66,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     return _launcher([(k, (rows,), args)], block, threads, opts)
 
 
-def _step(st: Any, env: dict[str, Any], dtype: str, block: int, threads: int, placeholder: Any) -> Launch:
+def _step(st: Any, env: dict[str, Any], dtype: str, block: int, threads: int, placeholder: Any) -> Step:
     """One step of the decomposition, its output already in `env`: a row reduction, or an elementwise kernel on
     (rows, chunks) whose unused pointers get `placeholder`."""
     rows, cols = env["y"].shape
@@ -90,4 +89,4 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     return _launcher([_step(st, env, dtype, block, threads, placeholder) for st in steps], block, threads, opts)
 
 
-register_each(DECOMPOSITIONS, backend="cupy", fused=fused_entry, unfused=unfused_entry)
+kernels(DECOMPOSITIONS, backend="cupy", fused=fused_entry, unfused=unfused_entry)

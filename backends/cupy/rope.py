@@ -18,7 +18,7 @@ from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES
 from scenarios.rope import STEPS
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 PAIRS = {"half": ("(i)", "(i + h)"), "interleaved": ("(2 * i)", "(2 * i + 1)")}
 
@@ -97,8 +97,7 @@ def _launcher(launches: list[tuple[Any, tuple]], tokens: int, threads: int, opts
                 k((tokens,), (threads,), args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(launches)))
 
 
 def _sizes(params: dict) -> tuple[int, Any, Any, Any, Any]:

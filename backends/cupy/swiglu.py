@@ -16,7 +16,7 @@ from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
 from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ p, const {T}* __restrict__ q, {T}* __restrict__ y,
@@ -55,8 +55,8 @@ def _launcher(steps: list[tuple[Any, Any, Any, str]], n: int, opts: dict) -> Lau
                 k(grid, (block,), args)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}
-    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)  # type: ignore[attr-defined]
-    return launch
+    notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
+    return Launch(launch, notes=notes)
 
 
 @kernel(scenario="swiglu", backend="cupy", variant="fused", device="cuda")

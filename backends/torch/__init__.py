@@ -22,7 +22,6 @@ import torch
 
 from backends.torch.bridge import to_numpy, to_torch
 from suite.core.backend import Backend, Copy, Option, register_backend
-from suite.core.registry import Entry, kernel
 from suite.core.targets import NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -116,9 +115,5 @@ class Torch(Backend):
 BACKEND = register_backend(Torch(TorchCPU(), TorchCUDA()))
 
 
-def register(scenario: str, **variants: Entry) -> None:
-    """Register each `variant=entry` of `scenario` on both of torch's devices: one entry serves CPU and CUDA
-    tensors alike, since torch dispatches on the tensors' device."""
-    for device in BACKEND.targets:
-        for variant, entry in variants.items():
-            kernel(scenario=scenario, backend=BACKEND.name, variant=variant, device=device)(entry)
+DEVICES = tuple(BACKEND.targets)
+"""torch's devices: one entry serves CPU and CUDA tensors alike, since torch dispatches on the tensors' device."""

@@ -15,13 +15,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
 from backends.torch.normalization_steps import step
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
 from scenarios.normalization import EPS
 from suite.core.decomposition import walk
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def _apply(st: Any, env: dict[str, Any], out: torch.Tensor | None) -> Any:
@@ -75,4 +75,4 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     return launch
 
 
-register("add_rmsnorm", eager=eager, compiled=compiled_variant, library=library)
+kernels("add_rmsnorm", backend="torch", device=DEVICES, eager=eager, compiled=compiled_variant, library=library)

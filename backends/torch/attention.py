@@ -21,9 +21,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def _library(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
@@ -89,4 +89,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(attention, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("attention", library=_library, eager=_eager, compiled=_compiled)
+kernels("attention", backend="torch", device=DEVICES, library=_library, eager=_eager, compiled=_compiled)

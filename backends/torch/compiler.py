@@ -31,6 +31,7 @@ from unittest import mock
 import torch
 
 from backends.torch import inductor_code
+from suite.core.registry import Launch
 
 RECOMPILE_LIMIT = 1 << 16
 
@@ -151,12 +152,17 @@ class Compiled:
             _MADE[self._identity] = made
         else:  # Dynamo reused a graph compiled earlier in this process for the same function and shapes
             made = {**_MADE.get(self._identity, {}), "cache": "reused in process"}
-        self.notes = {
-            "compiler": {**made, **self._settings, "cache_dir": self.cache or "", "first_call_s": round(seconds, 3)}
+        self.notes["compiler"] = {
+            **made,
+            **self._settings,
+            "cache_dir": self.cache or "",
+            "first_call_s": round(seconds, 3),
         }
 
 
 def compiled(fn: Callable[..., None], args: tuple[Any, ...], out: torch.Tensor, opts: Mapping[str, Any],
-             context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Compiled:  # fmt: skip
-    """A launcher running `fn(*args)` (which writes `out`) through torch.compile with the backend's options."""
-    return Compiled(fn, args, out, opts, context)
+             context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Launch:  # fmt: skip
+    """A launch running `fn(*args)` (which writes `out`) through torch.compile with the backend's options; its notes
+    say, after the first call, what the compiler generated."""
+    run = Compiled(fn, args, out, opts, context)
+    return Launch(run, notes=run.notes)

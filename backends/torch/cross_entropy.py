@@ -12,10 +12,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def decomposition(x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -61,4 +61,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(loss, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("cross_entropy", library=_library, eager=_eager, compiled=_compiled)
+kernels("cross_entropy", backend="torch", device=DEVICES, library=_library, eager=_eager, compiled=_compiled)

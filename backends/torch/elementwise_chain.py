@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
 from scenarios.elementwise_chain.ops import OPS
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 Op = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
@@ -65,4 +65,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(chain, (inputs["x"], out), out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("elementwise_chain", eager=_eager, compiled=_compiled)
+kernels("elementwise_chain", backend="torch", device=DEVICES, eager=_eager, compiled=_compiled)

@@ -13,11 +13,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
 from backends.torch.cross_entropy import decomposition
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def _eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
@@ -41,4 +41,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(loss, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("linear_cross_entropy", eager=_eager, compiled=_compiled)
+kernels("linear_cross_entropy", backend="torch", device=DEVICES, eager=_eager, compiled=_compiled)

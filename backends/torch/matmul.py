@@ -18,9 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def _library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
@@ -67,4 +67,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(matmul, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("matmul", library=_library, eager=_eager, compiled=_compiled)
+kernels("matmul", backend="torch", device=DEVICES, library=_library, eager=_eager, compiled=_compiled)

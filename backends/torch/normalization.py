@@ -15,10 +15,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND
+from backends.torch import BACKEND, DEVICES
 from backends.torch.normalization_steps import compiled_variant, eager
 from scenarios.normalization import EPS
-from suite.core.registry import Launcher, register_each
+from suite.core.registry import Launcher, kernels
 
 
 def layernorm(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
@@ -67,5 +67,4 @@ def library(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict)
     return LIBRARY[op](inputs, out, params, opts)
 
 
-register_each(LIBRARY, backend="torch", devices=("cpu", "cuda"), library=library, eager=eager,
-              compiled=compiled_variant)  # fmt: skip
+kernels(LIBRARY, backend="torch", device=DEVICES, library=library, eager=eager, compiled=compiled_variant)

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def _pairs(x: torch.Tensor, pairing: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,4 +83,4 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
     return compiled(rope, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
-register("rope", eager=_eager, compiled=_compiled)
+kernels("rope", backend="torch", device=DEVICES, eager=_eager, compiled=_compiled)

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from backends.torch import BACKEND, register
+from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
-from suite.core.registry import Launcher
+from suite.core.registry import Launcher, kernels
 
 
 def eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
@@ -36,4 +36,4 @@ def compiled_variant(inputs: dict[str, Any], out: torch.Tensor, params: dict, op
     )
 
 
-register("swiglu", eager=eager, compiled=compiled_variant)
+kernels("swiglu", backend="torch", device=DEVICES, eager=eager, compiled=compiled_variant)

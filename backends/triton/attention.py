@@ -34,7 +34,7 @@ from backends.triton.launch import attention_config, row_warps, shared_memory_pr
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv, next_power_of_two, require_grids
 from suite.core.launch_shape import chosen_by
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NotRunnable
 
 
@@ -229,8 +229,7 @@ def _launcher(steps: list[Step], opts: dict) -> Launcher:
                 fn[grid](*args, **consts, **launch_opts)
 
     kernels = {fn.fn.__name__.strip("_"): {**launch_opts, "grid": list(grid)} for fn, grid, _, _, launch_opts in fitted}
-    launch.notes = {"launch": {**kernels, "chosen_by": chosen_by(opts, ("num_warps",))}}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"launch": {**kernels, "chosen_by": chosen_by(opts, ("num_warps",))}})
 
 
 TILED_GRID = ("query tiles", "batch·heads")

@@ -23,7 +23,7 @@ from backends.triton.record import record_triton
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.core.launch import chunk_columns
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 IGNORE: tl.constexpr = tl.constexpr(IGNORE_INDEX)
 MEAN_BLOCK = 1024
@@ -90,10 +90,10 @@ def _mean(loss_ptr, t_ptr, out_ptr, tokens, BLOCK: tl.constexpr):
     tl.store(out_ptr, (tl.sum(total, axis=0) / tl.sum(count, axis=0)).to(out_ptr.dtype.element_ty))
 
 
-Launch = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
+Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 
 
-def launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
+def launcher(launches: list[Step], tile: int, opts: dict) -> Launcher:
     """Compile every launch now (a no-op in the interpreter) and return a closure that only launches."""
     warps = row_warps(tile, opts)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
@@ -107,11 +107,11 @@ def launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
                 fn[grid](*args, num_warps=warps, **const)
 
     settings = {"tile": tile, "num_warps": warps}
-    launch.notes = launch_notes(settings, launches[0][1], chosen_by(opts, ("num_warps",)), kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    notes = launch_notes(settings, launches[0][1], chosen_by(opts, ("num_warps",)), kernels=len(launches))
+    return Launch(launch, notes=notes)
 
 
-def fused_launches(x: Any, targets: Any, losses: Any, out: Any, tile: int) -> list[Launch]:
+def fused_launches(x: Any, targets: Any, losses: Any, out: Any, tile: int) -> list[Step]:
     """The fused row kernel and the mean, for logits x (tokens × vocab) into out[0]."""
     tokens, vocab = x.shape
     return [(_ce_rows, (tokens,), (x, targets, losses, vocab), {"TILE": tile}),

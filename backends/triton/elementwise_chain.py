@@ -23,7 +23,7 @@ from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 
 @triton.jit
@@ -50,8 +50,7 @@ def _launcher(steps: list[tuple[Any, Any, tuple[int, ...]]], n: int, opts: dict)
             for x, y, chain in steps:
                 _chain_kernel[grid](x, y, n, CHAIN=chain, BLOCK=block, num_warps=num_warps)
 
-    launch.notes = launch_notes(config, grid, chosen_by(opts, ("block", "num_warps")))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes(config, grid, chosen_by(opts, ("block", "num_warps"))))
 
 
 @kernel(scenario="elementwise_chain", backend="triton", variant="fused", device="cuda")

@@ -20,10 +20,14 @@ from backends.triton.record import record_triton
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch import chunk_columns
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 
 
-def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk: int) -> Launcher:
+@kernel(scenario="linear_cross_entropy", backend="triton", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`fused`: the logits `chunk` tokens at a time, each chunk's loss taken before the next GEMM overwrites it;
+    `unfused`: all the tokens × vocab logits at once."""
+    chunk = int(params["chunk"]) if variant == "fused" else int(inputs["hidden"].shape[0])
     h, w, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
     tokens, vocab = h.shape[0], w.shape[1]
     tile = chunk_columns(vocab, int(params["tile"]))
@@ -49,15 +53,5 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             _mean[(1,)](*mean_args, num_warps=warps, BLOCK=MEAN_BLOCK)
 
     settings = {"tile": tile, "num_warps": warps, "chunk": min(chunk, tokens)}
-    launch.notes = launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)  # type: ignore[attr-defined]
-    return launch
-
-
-@kernel(scenario="linear_cross_entropy", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(params["chunk"]))
-
-
-@kernel(scenario="linear_cross_entropy", backend="triton", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(inputs["hidden"].shape[0]))
+    notes = launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=2 * len(steps) + 1)
+    return Launch(launch, notes=notes)

@@ -26,7 +26,7 @@ from backends.triton import BACKEND
 from backends.triton.ops import gelu
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""
@@ -81,8 +81,11 @@ def num_warps(bm: int, bn: int) -> int:
     return 4 if bm * bn <= 64 * 64 else 8
 
 
-def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
-    """Compile every kernel of the variant now (a no-op in the interpreter) and return a closure that launches."""
+@kernel(scenario="matmul", backend="triton", variant=("unblocked", "tiled", "unfused", "fused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`unblocked` or `tiled` into out, then the epilogue as its own kernel (`unfused` is `tiled`); `fused` applies
+    the epilogue to the tile before its only store. Every kernel is compiled now (a no-op in the interpreter)."""
+    matmul, fuse = {"unfused": "tiled", "fused": "tiled"}.get(variant, variant), variant == "fused"
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     m, n = out.shape
     k = a.shape[1]
@@ -111,20 +114,4 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
             for fn, grid, args, meta in steps:
                 fn[grid](*args, **meta)
 
-    return launch
-
-
-@kernel(scenario="matmul", backend="triton", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
-
-
-@kernel(scenario="matmul", backend="triton", variant="tiled", device="cuda")
-@kernel(scenario="matmul", backend="triton", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, "tiled", fuse=False)
-
-
-@kernel(scenario="matmul", backend="triton", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, "tiled", fuse=True)
+    return Launch(launch, allocates={"mid": mid.nbytes} if separate else {})

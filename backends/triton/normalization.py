@@ -32,7 +32,7 @@ from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, register_each
+from suite.core.registry import Launch, Launcher, kernels
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip
@@ -216,11 +216,11 @@ def num_warps(tile: int, opts: dict) -> int:
     return row_warps(tile, opts)
 
 
-Launch = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
+Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 
 
 def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: str, rows: int, cols: int,
-                tile: int) -> Launch:  # fmt: skip
+                tile: int) -> Step:  # fmt: skip
     """(kernel, grid, args, constexprs) of one step of the decomposition."""
     chunks = (rows, cdiv(cols, tile))
     src, dst = env[reads[0]], env[writes]
@@ -235,7 +235,7 @@ def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: st
     return _affine, chunks, (src, env["weight"], bias, dst, cols), {"OP": CODES[op]}
 
 
-def _launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
+def _launcher(launches: list[Step], tile: int, opts: dict) -> Launcher:
     """Compile every launch now (a no-op in the interpreter) and return a closure that only launches."""
     warps = num_warps(tile, opts)
     context: Callable[[], contextlib.AbstractContextManager] = BACKEND.launch_stream(opts.get("stream"))
@@ -250,8 +250,7 @@ def _launcher(launches: list[Launch], tile: int, opts: dict) -> Launcher:
 
     by = chosen_by(opts, ("num_warps",))
     settings = {"tile": tile, "num_warps": warps}
-    launch.notes = launch_notes(settings, launches[0][1], by, kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes(settings, launches[0][1], by, kernels=len(launches)))
 
 
 def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
@@ -270,4 +269,4 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     return _launcher([step_launch(st.op, env, st.reads, st.writes, rows, cols, tile) for st in steps], tile, opts)
 
 
-register_each(DECOMPOSITIONS, backend="triton", fused=fused_entry, unfused=unfused_entry)
+kernels(DECOMPOSITIONS, backend="triton", fused=fused_entry, unfused=unfused_entry)

@@ -22,7 +22,7 @@ from backends.triton.record import record_triton
 from scenarios.rope import STEPS
 from suite.core.launch import next_power_of_two
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 ROTATE, MUL, ADD = 0, 1, 2
 OPS = {"rotate": ROTATE, "mul_cos": MUL, "mul_sin": MUL, "add": ADD}
@@ -85,10 +85,10 @@ def _rope_step(x_ptr, y_ptr, t_ptr, dst_ptr, heads, dst_heads, head0, seq, h, OP
         tl.store(dst + second, o2.to(dst_ptr.dtype.element_ty), mask=mask)
 
 
-Launch = tuple[Any, tuple[Any, ...], dict[str, Any]]
+Step = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
 
-def _launcher(launches: list[Launch], tokens: int, half: int, opts: dict) -> Launcher:
+def _launcher(launches: list[Step], tokens: int, half: int, opts: dict) -> Launcher:
     """Compile every launch now (a no-op in the interpreter) and return a closure that only launches."""
     warps = int(opts.get("num_warps") or max(1, min(8, half // 128)))
     grid = (tokens,)
@@ -103,8 +103,7 @@ def _launcher(launches: list[Launch], tokens: int, half: int, opts: dict) -> Lau
                 fn[grid](*args, HALF=half, num_warps=warps, **const)
 
     settings = {"half": half, "num_warps": warps}
-    launch.notes = launch_notes(settings, grid, chosen_by(opts, ("num_warps",)), kernels=len(launches))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes(settings, grid, chosen_by(opts, ("num_warps",)), kernels=len(launches)))
 
 
 def _shape(params: dict) -> tuple[int, int, int, int, int, int]:

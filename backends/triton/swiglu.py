@@ -18,7 +18,7 @@ from backends.triton.launch import chain_config, device
 from backends.triton.record import record_triton
 from suite.core.launch import cdiv
 from suite.core.launch_shape import chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 FUSED, SILU, MUL = 0, 1, 2
 
@@ -51,8 +51,7 @@ def _launcher(steps: list[tuple[Any, Any, Any, int]], n: int, opts: dict) -> Lau
             for p, q, y, mode in steps:
                 _swiglu[grid](p, q, y, n, MODE=mode, BLOCK=block, num_warps=warps)
 
-    launch.notes = launch_notes(config, grid, chosen_by(opts, ("block", "num_warps")), kernels=len(steps))  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes(config, grid, chosen_by(opts, ("block", "num_warps")), kernels=len(steps)))
 
 
 @kernel(scenario="swiglu", backend="triton", variant="fused", device="cuda")

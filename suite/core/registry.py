@@ -1,32 +1,78 @@
 """The kernel registry: every implementation is registered under an explicit key, never inferred from its path.
 
 A key is (scenario, backend, variant, device). `device` is the kind of device a kernel is written for: Numba
-writes for `cpu` and `cuda`, Triton and CuPy for `cuda` only; a backend on one device is its `Target`. Backends register their kernels on import; the suite imports
-them by scanning the in-tree `backends` package and the `fusebench.backends` entry-point group, so a third
-party adds a backend without editing this tree.
+writes for `cpu` and `cuda`, Triton and CuPy for `cuda` only; a backend on one device is its `Target`. Backends
+register their kernels on import with one decorator, `kernel` (`kernels` is its table form, for a module that
+declares several variants at once); the suite imports them by scanning the in-tree `backends` package and the
+`fusebench.backends` entry-point group, so a third party adds a backend without editing this tree.
+
+The entry protocol, `entry(inputs, out, params, opts) -> Launch`:
+- `inputs` maps each input's name to a device array; `out` is the output buffer the entry writes, or (for a
+  case with several outputs, as a backward pass writes dx, dgamma and dbeta) a mapping of named output buffers;
+- `params` are the case's shape parameters, `opts` the backend's options in force;
+- an entry of a backward phase may also be handed `saved`, the tensors its own variant's forward saved, as a
+  keyword argument; an entry that takes no `saved` is never handed it;
+- the entry prepares everything (allocates, compiles) and returns a `Launch` (or, as plug-ins written for
+  earlier versions do, a bare zero-argument callable, which `as_launch` wraps) that only launches.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 Launcher = Callable[[], None]
-"""A prepared run of one variant: launches every kernel of it, writes the output buffer, allocates nothing.
+"""Anything that launches a prepared run: a `Launch`, or a bare function from a plug-in."""
 
-A launcher may carry `notes`, a dict it fills while it runs (what a compiler generated for it on the first
-call, whether that came from a cache): the suite reads them after the first launch into the row's `extra`."""
+
+@dataclass(frozen=True)
+class Launch:
+    """A prepared run of one variant, as its entry returns it: launches every kernel of it, writes the output
+    buffer(s), allocates nothing. Calling it runs it, so the suite's timing code treats it as any launcher."""
+
+    run: Callable[[], None]
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the launcher knows about itself (its grid, the threads it chose, what a compiler generated on the first
+    call): the suite copies them into the row's `extra` after the first launch. The dict is the launcher's to
+    fill while it runs; it is never replaced."""
+    allocates: Mapping[str, int] = field(default_factory=dict)
+    """Bytes of each device buffer the entry allocated beyond the suite's inputs and outputs (scratch, a
+    materialised intermediate), by name: what the run keeps live besides the case's own buffers. Optional; the
+    peak-memory model reads the scenario's ledger today, this is the entry's own account of it."""
+
+    def __post_init__(self) -> None:
+        if not callable(self.run):
+            raise TypeError(f"Launch.run must be callable, not {type(self.run).__name__}")
+        if not isinstance(self.notes, dict):
+            raise TypeError(f"Launch.notes must be a dict, not {type(self.notes).__name__}")
+
+    def __call__(self) -> None:
+        self.run()
+
+
+def as_launch(launcher: Launcher) -> Launch:
+    """`launcher` as a `Launch`: itself, or a bare callable wrapped with the `notes` attribute it may carry (the
+    way plug-ins written for earlier versions reported them)."""
+    if isinstance(launcher, Launch):
+        return launcher
+    found = getattr(launcher, "notes", None)
+    return Launch(launcher, notes=found if isinstance(found, dict) else {})
+
 
 Entry = Callable[..., Launcher]
-"""entry(inputs: dict[str, device array], out: device array, params: dict, opts: dict) -> Launcher."""
+"""entry(inputs, out, params, opts) -> Launch (the protocol is in the module's docstring)."""
 
 FamilyEntry = Callable[..., Launcher]
-"""entry(scenario: str, inputs, out, params, opts) -> Launcher: one implementation serving several scenarios."""
+"""entry(scenario: str, inputs, out, params, opts) -> Launch: one implementation serving several scenarios; the
+registry binds `scenario` to the name it registers the entry under."""
+
+E = TypeVar("E", bound=Callable[..., Any])
 
 
 class Unsupported(Exception):
@@ -36,9 +82,9 @@ class Unsupported(Exception):
 
 
 def notes(launcher: Launcher) -> dict[str, Any]:
-    """What `launcher` reported about itself while it ran (its `notes` attribute), or nothing."""
-    found = getattr(launcher, "notes", None)
-    return dict(found) if isinstance(found, dict) else {}
+    """What `launcher` reported about itself while it ran (a `Launch`'s notes, or a bare callable's `notes`
+    attribute), or nothing: a copy."""
+    return dict(as_launch(launcher).notes)
 
 
 @dataclass(frozen=True, order=True)
@@ -73,27 +119,58 @@ class Registry:
 REGISTRY = Registry()
 
 
-def kernel(*, scenario: str, backend: str, variant: str, device: str = "cuda") -> Callable[[Entry], Entry]:
-    """Register `entry` as the implementation of (scenario, backend, variant) on `device` ("cpu" or "cuda")."""
+def kernel(*, scenario: str | Iterable[str], backend: str, variant: str | Iterable[str],
+           device: str | Iterable[str] = "cuda") -> Callable[[E], E]:  # fmt: skip
+    """Register the decorated entry as the implementation of (scenario, backend, variant) on `device` ("cpu" or
+    "cuda"). Each of scenario, variant and device may be several: the entry is registered under every
+    combination, bound to the key it serves where it asks for it. An entry that takes the scenario's name before
+    the protocol's four arguments (a `FamilyEntry`: one implementation of layernorm, rmsnorm and softmax) is
+    handed the scenario; one with a keyword-only `variant` is handed the variant (one function serving matmul's
+    `unblocked`, `tiled` and `fused`, which differ in a kernel or two)."""
 
-    def register(entry: Entry) -> Entry:
-        REGISTRY.add(KernelKey(scenario, backend, variant, device), entry)
+    def register(entry: E) -> E:
+        family = _positional(entry) == 5
+        by_variant = _keyword_only(entry, "variant")
+        for name in _names(scenario):
+            for v in _names(variant):
+                bound = functools.partial(entry, name) if family else entry
+                bound = functools.partial(bound, variant=v) if by_variant else bound
+                bound = functools.update_wrapper(bound, entry) if bound is not entry else entry
+                for d in _names(device):
+                    REGISTRY.add(KernelKey(name, backend, v, d), bound)
         return entry
 
     return register
 
 
+def kernels(scenario: str | Iterable[str], *, backend: str, device: str | Iterable[str] = "cuda",
+            **variants: Entry) -> None:  # fmt: skip
+    """The table form of `kernel`: each `variant=entry` registered as `@kernel` registers it, for a module that
+    declares its variants in one place (`kernels("matmul", backend="cupy", fused=..., unfused=...)`)."""
+    for variant, entry in variants.items():
+        kernel(scenario=scenario, backend=backend, variant=variant, device=device)(entry)
+
+
 def register_each(scenarios: Iterable[str], *, backend: str, devices: Iterable[str] = ("cuda",),
                   **variants: FamilyEntry) -> None:  # fmt: skip
-    """Register, for every scenario and device, each `variant=entry` under its explicit key, the entry bound to
-    the scenario's name: what a backend whose kernels serve a family of scenarios (layernorm, rmsnorm, softmax)
-    would otherwise write as a loop of `@kernel`s."""
-    devices = tuple(devices)
-    for scenario in scenarios:
-        for device in devices:
-            for variant, entry in variants.items():
-                bound = functools.update_wrapper(functools.partial(entry, scenario), entry)
-                kernel(scenario=scenario, backend=backend, variant=variant, device=device)(bound)
+    """Deprecated: `kernels(scenarios, backend=..., device=devices, **variants)`, kept for plug-ins."""
+    kernels(tuple(scenarios), backend=backend, device=tuple(devices), **variants)
+
+
+def _positional(entry: Callable[..., Any]) -> int:
+    """How many positional arguments `entry` requires."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = inspect.signature(entry).parameters.values()
+    return sum(p.kind in kinds and p.default is inspect.Parameter.empty for p in params)
+
+
+def _keyword_only(entry: Callable[..., Any], name: str) -> bool:
+    found = inspect.signature(entry).parameters.get(name)
+    return found is not None and found.kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def _names(names: str | Iterable[str]) -> tuple[str, ...]:
+    return (names,) if isinstance(names, str) else tuple(names)
 
 
 _discovered = False

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from suite.core.registry import Launch, as_launch
+
 CALIBRATION_CALLS = 5
 
 
@@ -26,7 +28,7 @@ def wanted(opts: Mapping[str, Any], variant: str) -> float:
 
 
 def slowed(launch: Callable[[], None], fraction: float, synchronize: Callable[[], None],
-           spin: Callable[[int], None] | None = None) -> Callable[[], None]:  # fmt: skip
+           spin: Callable[[int], None] | None = None) -> Launch:  # fmt: skip
     """`launch` followed by a spin of `fraction` of its median time over CALIBRATION_CALLS calls (each
     synchronised); `spin(ns)` queues the spin on a device, else the calling thread busy-waits."""
     times = []
@@ -48,8 +50,6 @@ def slowed(launch: Callable[[], None], fraction: float, synchronize: Callable[[]
         launch()
         wait(extra_ns)
 
-    notes = getattr(launch, "notes", None)
-    notes = notes if isinstance(notes, dict) else {}
-    notes["slowdown_ns"] = extra_ns  # the launcher's own notes (the same dict: it may add to them as it runs)
-    launch_slowed.notes = notes  # type: ignore[attr-defined]
-    return launch_slowed
+    notes = as_launch(launch).notes  # the launcher's own notes (the same dict: it may add to them as it runs)
+    notes["slowdown_ns"] = extra_ns
+    return Launch(launch_slowed, notes=notes)

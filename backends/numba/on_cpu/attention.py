@@ -31,7 +31,7 @@ from backends.numba.on_cpu.arrays import storage
 from backends.numba.on_cpu.attention_kernels import F32, kernels
 from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.ops import CODECS
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 
 def _storage(a: np.ndarray) -> np.ndarray:
@@ -66,8 +66,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     def launch() -> None:
         flash(*args)
 
-    launch.notes = {"lanes": ks.lanes}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"lanes": ks.lanes})
 
 
 @kernel(scenario="attention", backend="numba", variant="unfused", device="cpu")
@@ -87,5 +86,4 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for fn, args in steps:
             fn(*args)
 
-    launch.notes = {"lanes": ks.lanes}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"lanes": ks.lanes})

@@ -32,7 +32,7 @@ from backends.numba import BACKEND
 from backends.numba.on_cpu.arrays import per_thread, storage
 from backends.numba.op_tables import LONG_OPS, chain
 from backends.numba.ops import VECTOR_CODECS
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 STRIP = 2048
 """Elements of a stage's strip: 8 KiB of float32 per thread, in L1 beside the strip of x it reads and of out it
@@ -141,8 +141,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     def launch() -> None:
         dispatcher(x, y, scratch)
 
-    launch.notes = {"math": math, "stages": len(stages(ops))}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"math": math, "stages": len(stages(ops))})
 
 
 @kernel(scenario="elementwise_chain", backend="numba", variant="unfused", device="cpu")
@@ -159,5 +158,4 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for op_kernel, scratch, src, dst in steps:
             op_kernel(src, dst, scratch)
 
-    launch.notes = {"math": math}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"math": math})

@@ -30,7 +30,7 @@ from backends.numba.on_cpu.matmul_micro import micro
 from backends.numba.on_cpu.vector_width import HOST_LANES
 from backends.numba.op_tables import op_table
 from backends.numba.ops import CODECS, VECTOR_CODECS
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 FASTMATH = {"contract"}
 """Only contraction: LLVM may fuse a multiply and the add that consumes it into one FMA (one rounding, not
@@ -251,8 +251,7 @@ def _steps(matmul: str, inputs: dict[str, Any], out: np.ndarray, params: dict, m
         if epi is not None:
             epi(mid, bias, c)
 
-    launch.notes = {"math": math, **lanes}
-    return launch
+    return Launch(launch, notes={"math": math, **lanes})
 
 
 @kernel(scenario="matmul", backend="numba", variant="unblocked", device="cpu")
@@ -261,8 +260,7 @@ def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Lau
     return _steps("unblocked", inputs, out, params, BACKEND.option(opts, "math"))
 
 
-@kernel(scenario="matmul", backend="numba", variant="tiled", device="cpu")
-@kernel(scenario="matmul", backend="numba", variant="unfused", device="cpu")
+@kernel(scenario="matmul", backend="numba", variant=("tiled", "unfused"), device="cpu")
 def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     """The tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
     return _steps("tiled", inputs, out, params, BACKEND.option(opts, "math"))
@@ -275,5 +273,4 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     a, b, bias, c = (storage(x) for x in (inputs["a"], inputs["b"], inputs["bias"], out))
     math = BACKEND.option(opts, "math")
     launch = _tiled_launch(params, dtype, params["epilogue"] == "bias_gelu", math, a, b, bias, c)
-    launch.notes = {"math": math, "lanes": HOST_LANES}
-    return launch
+    return Launch(launch, notes={"math": math, "lanes": HOST_LANES})

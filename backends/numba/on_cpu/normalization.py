@@ -27,7 +27,7 @@ from backends.numba.on_cpu.normalization_kernels import CODES, fused_kernel, ste
 from backends.numba.ops import VECTOR_CODECS
 from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core.decomposition import walk
-from suite.core.registry import Launcher, register_each
+from suite.core.registry import Launcher, kernels
 
 
 def _compiled(dispatcher: Any, *args: Any) -> Any:
@@ -93,4 +93,4 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: np.ndarray, params: dict
     return launch
 
 
-register_each(DECOMPOSITIONS, backend="numba", devices=("cpu",), fused=fused_entry, unfused=unfused_entry)
+kernels(DECOMPOSITIONS, backend="numba", device="cpu", fused=fused_entry, unfused=unfused_entry)

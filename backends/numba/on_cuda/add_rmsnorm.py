@@ -22,7 +22,7 @@ from backends.numba.record import record_numba
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda
@@ -71,8 +71,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     args = (inputs["x"], inputs["residual"], inputs["weight"], out[0], out[1])
     stream = stream_arg(opts.get("stream"))
     launch = _prepared(("fused", block, threads), (rows,), threads, stream, args, "add_rmsnorm fused")
-    launch.notes = _notes(block, threads, (rows,), 1, opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(block, threads, (rows,), 1, opts))
 
 
 @kernel(scenario="add_rmsnorm", backend="numba", variant="unfused", device="cuda")
@@ -92,5 +91,4 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for step in launches:
             step()
 
-    launch.notes = _notes(block, threads, (rows,), len(launches), opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(block, threads, (rows,), len(launches), opts))

@@ -33,7 +33,7 @@ from backends.numba.on_cuda.attention_kernels import ROW_THREADS, ROWS, kernel_s
 from backends.numba.on_cuda.attention_tiles import config
 from backends.numba.record import record_numba
 from suite.core.launch import cdiv, require_grids
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda
@@ -92,8 +92,7 @@ def _launcher(steps: list[tuple[str, tuple, int, tuple]], params: dict, opts: di
 
     # the tiles are the case's and each kernel's threads follow from them (2·BM; the softmax ROWS·ROW_THREADS)
     kernels = {name: {"grid": list(grid), "block": threads} for name, grid, threads, _ in steps}
-    launch.notes = {"launch": {**kernels, "chosen_by": "tile"}}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"launch": {**kernels, "chosen_by": "tile"}})
 
 
 def _check(inputs: dict[str, Any], out: Any) -> None:

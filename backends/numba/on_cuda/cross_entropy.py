@@ -22,7 +22,7 @@ from backends.numba.on_cuda.normalization_kernels import _reductions
 from backends.numba.record import record_numba
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -137,7 +137,10 @@ def threads_of(opts: dict) -> int:
     return int(BACKEND.option(opts, "block") or 256)
 
 
-def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict) -> Launcher:
+@kernel(scenario="cross_entropy", backend="numba", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """The variant's kernels, each prepared with its grid and the shared stream (see the module's docstring)."""
+    names = {"fused": ("rows", "mean"), "unfused": ("log_softmax", "gather", "mean")}[variant]
     x, targets = inputs["logits"], inputs["targets"]
     if str(out.dtype) not in ("float32", "float16") or x.dtype != out.dtype or str(targets.dtype) != "int64":
         raise ValueError(f"numba/cuda cross_entropy: logits {x.dtype}, targets {targets.dtype} -> out {out.dtype}")
@@ -153,15 +156,4 @@ def _entry(names: tuple[str, ...], inputs: dict[str, Any], out: Any, opts: dict)
             step()
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    launch.notes = launch_notes({"threads": threads}, (tokens,), by, kernels=len(steps))  # type: ignore[attr-defined]
-    return launch
-
-
-@kernel(scenario="cross_entropy", backend="numba", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("rows", "mean"), inputs, out, opts)
-
-
-@kernel(scenario="cross_entropy", backend="numba", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _entry(("log_softmax", "gather", "mean"), inputs, out, opts)
+    return Launch(launch, notes=launch_notes({"threads": threads}, (tokens,), by, kernels=len(steps)))

@@ -25,7 +25,7 @@ from backends.numba.on_cuda.launch import device
 from backends.numba.op_tables import chain
 from backends.numba.record import record_numba
 from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -84,8 +84,7 @@ def _launcher(ops: tuple[str, ...], x: Any, out: Any, option: int | None, stream
         dispatcher[grid, block, stream](x, out)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}  # threads: the option or n, capped by n; the grid: n and SMs
-    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), **where)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=launch_notes({"block": block}, grid, block_chosen_by(option), **where))
 
 
 @kernel(scenario="elementwise_chain", backend="numba", variant="fused", device="cuda")
@@ -107,5 +106,4 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for step in steps:
             step()
 
-    launch.notes = {"launch": {**steps[0].notes["launch"], "kernels": len(steps)}}  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes={"launch": {**steps[0].notes["launch"], "kernels": len(steps)}})

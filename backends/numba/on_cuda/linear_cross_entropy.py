@@ -19,7 +19,7 @@ from backends.numba.on_cuda import matmul
 from backends.numba.on_cuda.cross_entropy import prepared, threads_of
 from scenarios.linear_cross_entropy import chunks
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 
 try:
     from numba import cuda
@@ -29,7 +29,11 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 TILE = (32, 32, 32)
 
 
-def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk: int) -> Launcher:
+@kernel(scenario="linear_cross_entropy", backend="numba", variant=("fused", "unfused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`fused`: the logits `chunk` tokens at a time, each chunk's loss taken before the next GEMM overwrites it;
+    `unfused`: all the tokens × vocab logits at once."""
+    chunk = int(params["chunk"]) if variant == "fused" else int(inputs["hidden"].shape[0])
     h, w, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
     if str(out.dtype) not in ("float32", "float16") or h.dtype != out.dtype or w.dtype != out.dtype:
         raise ValueError(f"numba/cuda linear_cross_entropy: hidden {h.dtype}, weight {w.dtype} -> out {out.dtype}")
@@ -53,16 +57,7 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, chunk:
             step()
 
     by = block_chosen_by(BACKEND.option(opts, "block"))  # as threads_of: the option where set
-    launch.notes = launch_notes({"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)},  # type: ignore[attr-defined]
-                                (tokens,), by, kernels=len(steps))  # fmt: skip
-    return launch
-
-
-@kernel(scenario="linear_cross_entropy", backend="numba", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(params["chunk"]))
-
-
-@kernel(scenario="linear_cross_entropy", backend="numba", variant="unfused", device="cuda")
-def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    return _launcher(inputs, out, params, opts, int(inputs["hidden"].shape[0]))
+    notes = launch_notes(
+        {"threads": threads, "chunk": min(chunk, tokens), "gemm_tile": list(TILE)}, (tokens,), by, kernels=len(steps)
+    )
+    return Launch(launch, notes=notes)

@@ -35,7 +35,7 @@ from backends.numba.ops import gelu
 from backends.numba.record import record_numba
 from suite.core.launch import cdiv
 from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NotRunnable
 
 try:
@@ -234,8 +234,12 @@ def _prepare(factory: tuple, grid: tuple, block: tuple, stream: Any, *args: Any)
     return launch
 
 
-def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul: str, fuse: bool) -> Launcher:
-    """`matmul` ("unblocked" or "tiled") into out, or into a scratch array and then the separate epilogue."""
+@kernel(scenario="matmul", backend="numba", variant=("unblocked", "tiled", "unfused", "fused"))
+def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`unblocked` (one thread per output, A's row and B's column from device memory) or `tiled` (shared-memory
+    tiles) into out, then the epilogue as its own kernel (`unfused` is `tiled`); `fused` applies the epilogue to
+    the tiled kernel's register tile before its only store."""
+    matmul, fuse = {"unfused": "tiled", "fused": "tiled"}.get(variant, variant), variant == "fused"
     a, b, bias = inputs["a"], inputs["b"], inputs["bias"]
     if str(out.dtype) not in DTYPES or any(x.dtype != out.dtype for x in (a, b, bias)):
         raise ValueError(f"numba/cuda matmul: a {a.dtype}, b {b.dtype}, bias {bias.dtype} -> out {out.dtype}")
@@ -265,24 +269,4 @@ def _launcher(inputs: dict[str, Any], out: Any, params: dict, opts: dict, matmul
         for step in steps:
             step()
 
-    launch.notes = notes  # type: ignore[attr-defined]
-    return launch
-
-
-@kernel(scenario="matmul", backend="numba", variant="unblocked", device="cuda")
-def unblocked(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    """One thread per output, A's row and B's column from device memory; the epilogue (if any) separate."""
-    return _launcher(inputs, out, params, opts, "unblocked", fuse=False)
-
-
-@kernel(scenario="matmul", backend="numba", variant="tiled", device="cuda")
-@kernel(scenario="matmul", backend="numba", variant="unfused", device="cuda")
-def tiled(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    """The shared-memory tiled kernel; with the epilogue, followed by the separate bias+gelu kernel."""
-    return _launcher(inputs, out, params, opts, "tiled", fuse=False)
-
-
-@kernel(scenario="matmul", backend="numba", variant="fused", device="cuda")
-def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
-    """The tiled kernel with the epilogue (if any) applied to the register tile before its only store."""
-    return _launcher(inputs, out, params, opts, "tiled", fuse=True)
+    return Launch(launch, notes=notes, allocates={"mid": mid.nbytes} if separate else {})

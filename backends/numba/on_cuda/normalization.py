@@ -27,7 +27,7 @@ from suite.core import scenario
 from suite.core.decomposition import walk
 from suite.core.launch import cdiv, chunk_columns, row_threads
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, register_each
+from suite.core.registry import Launch, Launcher, kernels
 
 try:
     from numba import cuda
@@ -96,8 +96,7 @@ def fused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts: d
     args = (*(inputs[n] for n in scenario.get(op).inputs), out)
     stream = stream_arg(opts.get("stream"))
     launch = _prepared(("fused", op, block, threads), (rows,), threads, stream, args, f"{op} fused")
-    launch.notes = _notes(block, threads, (rows,), 1, opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(block, threads, (rows,), 1, opts))
 
 
 def _notes(block: int, threads: int, grid: tuple[int, ...], kernels: int, opts: dict) -> dict:
@@ -133,8 +132,7 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
         for step in steps:
             step()
 
-    launch.notes = _notes(block, threads, (rows,), len(steps), opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(block, threads, (rows,), len(steps), opts))
 
 
-register_each(DECOMPOSITIONS, backend="numba", fused=fused_entry, unfused=unfused_entry)
+kernels(DECOMPOSITIONS, backend="numba", fused=fused_entry, unfused=unfused_entry)

@@ -21,7 +21,7 @@ from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.record import record_numba
 from scenarios.rope import STEPS
 from suite.core.launch_shape import block_chosen_by, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -140,8 +140,7 @@ def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launche
     tokens, threads = params["batch"] * params["seq_len"], _threads(params, opts)
     args = (_rows(inputs["q"]), _rows(inputs["k"]), inputs["cos"], inputs["sin"], _rows(out), params["seq_len"])
     launch = _prepared(("fused", "", params["pairing"]), tokens, threads, stream_arg(opts.get("stream")), args)
-    launch.notes = _notes(threads, tokens, 1, opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(threads, tokens, 1, opts))
 
 
 @kernel(scenario="rope", backend="numba", variant="unfused", device="cuda")
@@ -170,5 +169,4 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for step in steps:
             step()
 
-    launch.notes = _notes(threads, tokens, len(steps), opts)  # type: ignore[attr-defined]
-    return launch
+    return Launch(launch, notes=_notes(threads, tokens, len(steps), opts))

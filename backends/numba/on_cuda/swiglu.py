@@ -19,7 +19,7 @@ from backends.numba.on_cuda.launch import device
 from backends.numba.ops import silu
 from backends.numba.record import record_numba
 from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, Launcher, kernel
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -79,8 +79,8 @@ def _launcher(steps: list[tuple[Any, Any, Any, str]], opts: dict) -> Launcher:
             dispatcher[grid, block, stream](*args)  # configured at each launch (the simulator keeps the last)
 
     where = {"sms": gpu.sms, "sms_from": gpu.source}
-    launch.notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)  # type: ignore[attr-defined]
-    return launch
+    notes = launch_notes({"block": block}, grid, block_chosen_by(option), kernels=len(steps), **where)
+    return Launch(launch, notes=notes)
 
 
 def _flat(a: Any) -> Any:

@@ -13,7 +13,7 @@ import numpy as np
 
 from scenarios.elementwise_chain import OPS
 from suite.core.backend import Backend, Option, register_backend
-from suite.core.registry import Launcher, kernel
+from suite.core.registry import Launch, kernel
 from suite.core.targets import NATIVE, Availability, Target
 
 
@@ -38,27 +38,18 @@ def _apply(ops: list[str], v: np.ndarray) -> np.ndarray:
     return v
 
 
-@kernel(scenario="elementwise_chain", backend="plugged", variant="fused", device="cpu")
-def fused(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
-    """The whole chain per chunk of `chunk` elements in float32, stored once in the chain's dtype."""
-    x, chunk = inputs["x"], int(opts["chunk"])
-
-    def launch() -> None:
-        for start in range(0, x.size, chunk):
-            out[start : start + chunk] = _apply(params["ops"], x[start : start + chunk].astype(np.float32))
-
-    return launch
-
-
-@kernel(scenario="elementwise_chain", backend="plugged", variant="unfused", device="cpu")
-def unfused(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
-    """One pass per op, each intermediate stored in the chain's dtype."""
+@kernel(scenario="elementwise_chain", backend="plugged", variant=("fused", "unfused"), device="cpu")
+def chain(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict, *, variant: str) -> Launch:
+    """`fused`: the whole chain per chunk of `chunk` elements in float32, stored once in the chain's dtype;
+    `unfused`: one pass per op over the whole array, each intermediate stored in the chain's dtype."""
     x, ops = inputs["x"], params["ops"]
-    scratch = [np.empty_like(out) for _ in ops[:-1]]
-    steps = list(zip(ops, [x, *scratch], [*scratch, out], strict=True))
+    passes, chunk = ([ops], int(opts["chunk"])) if variant == "fused" else ([[op] for op in ops], x.size)
+    buffers = [x, *(np.empty_like(out) for _ in passes[:-1]), out]
+    steps = list(zip(passes, buffers, buffers[1:], strict=False))
 
     def launch() -> None:
-        for op, src, dst in steps:
-            dst[...] = _apply([op], src.astype(np.float32))
+        for step, src, dst in steps:
+            for start in range(0, x.size, chunk):
+                dst[start : start + chunk] = _apply(step, src[start : start + chunk].astype(np.float32))
 
-    return launch
+    return Launch(launch, notes={"passes": len(steps)})
