@@ -145,7 +145,7 @@ def test_a_run_in_blocks_records_its_buffer_sets_canary_and_precision(tmp_path: 
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "device=cpu", "timing=quick", "timing.min_blocks=2", "timing.max_blocks=2", "dtype=float32",
                       "isolate=false", "variants=[good]")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     timed = frame[frame["time_ms"].notna()]
     assert not timed.empty and (timed["buffer_sets"] == 2).all() and (timed["processes"] == 1).all()
     assert timed["precision"].gt(0).all() and timed["canary"].str.contains("floats").all()
@@ -242,7 +242,7 @@ def test_a_rebuilt_kernel_whose_values_depend_on_where_they_live_is_refused(tmp_
     key = KernelKey("fake_double", "fake", "good", "cpu")
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "device=cpu", "timing=quick", "dtype=float32", "isolate=false", "variants=[good]")  # fmt: skip
-    job = next(j for j in runner.jobs(cfg, validate.plan(cfg), tmp_path, set()) if j.params["n"] == 100)
+    job = next(j for j in runner.jobs(cfg, validate.prepare(cfg), tmp_path, set()) if j.params["n"] == 100)
     data = check.Inputs(scn, "float32", 3)
     avail = check.availability(key, job)
     built, _ = check.build_and_check(key, avail, job, data, scn)
