@@ -31,7 +31,7 @@ from suite.core.plugins import load_plugins
 from suite.core.store import CSV_NAME
 from suite.run import placement, progress
 from suite.run.config import register_configs
-from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides, quoted, sweep_config
+from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides, quoted, sweep_config, sweep_dir
 
 if TYPE_CHECKING:
     from suite.run.result import Result
@@ -310,8 +310,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"fusebench: error: {exc}", file=sys.stderr)
             sys.exit(2)
         progress.plan_sweep(list(checked.cases))
-        if any(a in MULTIRUN_FLAGS for a in args):  # fixed here, so its merged table is found when Hydra returns
-            sweep = Path(str(sweep_config(args).hydra.sweep.dir))
+        if any(a in MULTIRUN_FLAGS for a in args) and (sweep := sweep_dir(args)):  # its merged table is read there
             args = [*(a for a in args if not a.startswith("hydra.sweep.dir=")), f"hydra.sweep.dir={quoted(sweep)}"]
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     sys.argv = [sys.argv[0], *args]

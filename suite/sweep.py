@@ -59,6 +59,15 @@ def sweep_config(args: list[str]) -> DictConfig:
         return compose(config_name="config", overrides=fixed, return_hydra_config=True)
 
 
+def sweep_dir(args: list[str]) -> Path | None:
+    """The directory of the sweep `args` launch, as `sweep_config` reads it; None where the sweep's config does
+    not compose (a `hydra...` override Hydra will refuse, saying why)."""
+    try:
+        return Path(str(sweep_config(args).hydra.sweep.dir))
+    except Exception:
+        return None
+
+
 def quoted(path: Path) -> str:
     """`path` as the value of a Hydra override: quoted where it holds a character the override grammar reads."""
     text = str(path)

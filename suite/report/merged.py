@@ -77,7 +77,7 @@ def default_out(now: datetime | None = None) -> Path:
 
 
 def rebuild(run: Run, out: Path | None = None) -> Path:
-    """The charts and report.md of one run, as `suite.cli.finalize` makes them; elsewhere than the run's own
+    """The charts and report.md of one run, as `suite.sweep.finalize` makes them; elsewhere than the run's own
     directory, its results.csv (and the typed Parquet copy) and environment.json go beside them."""
     out = Path(out) if out is not None else run.path
     out.mkdir(parents=True, exist_ok=True)
