@@ -3,7 +3,9 @@ commands over finished runs: `python -m suite compare BASE NEW` and `python -m s
 `python -m suite noise`, an A/A run that measures the threshold `compare` needs on this machine.
 
 Bad input is refused before Hydra starts a run: the overrides are composed (every job of a sweep) and planned
-here, and any problem is printed as one line with exit status 2, never as a traceback.
+here, and any problem is printed as one line with exit status 2, never as a traceback. Each job plans its own
+config again; the exit status is computed from the run's Result (a multirun's, read back from the directory
+fixed here for it).
 """
 
 from __future__ import annotations
@@ -13,19 +15,27 @@ import importlib.util
 import os
 import re
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from suite.core import plugins
 from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
-from suite.run import placement
+from suite.core.plugins import load_plugins
+from suite.core.store import CSV_NAME
+from suite.run import placement, progress
 from suite.run.config import register_configs
-from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides
+from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides, quoted, sweep_config, sweep_dir
+
+if TYPE_CHECKING:
+    from suite.run.result import Result
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_attention,tour_matmul"]
@@ -40,7 +50,7 @@ def with_model_tour(args: list[str]) -> list[str]:
     if not named("model") or named("scenario") or named("experiment"):
         return args
     with contextlib.suppress(ConfigError):  # the families `plugins=` adds join too; one that fails, precheck names
-        import_plugins(args)
+        load_plugins(plugins.named(args))
     tour = "experiment=" + ",".join(scenarios.model_experiments())
     return [*([] if any(a in MULTIRUN_FLAGS for a in args) else ["-m"]), *args, tour]
 
@@ -84,16 +94,10 @@ def _slurm_problem(args: list[str]) -> str | None:
     """What SLURM says to the sweep's job array before any job is queued (suite.cluster.request); None when it
     would queue it, or when the config does not compose (precheck then names that problem). The launcher's fields
     are resolved from the sweep's config as Hydra resolves them: with the overrides that are not swept."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from suite.cluster import request
 
-    given = [a for a in open_options(args) if not a.startswith("-")]
     try:
-        fixed = [o.input_line for o in OverridesParser.create().parse_overrides(given) if not o.is_sweep_override()]
-        with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
+        cfg = sweep_config(open_options(args))
         params = request.launcher_params(cfg)
     except Exception:
         return None
@@ -121,27 +125,13 @@ def open_options(args: list[str]) -> list[str]:
     return [f"++{a}" if a.startswith("backend_options.") else a for a in args]
 
 
-def import_plugins(args: list[str]) -> None:
-    """Import the modules `plugins=[...]` names before any config is composed, so that a family one of them
-    registers is selected by its name (`scenario=<name>`) like any other; ConfigError where one cannot be."""
-    import importlib
-
-    for arg in args:
-        if arg.lstrip("+").startswith("plugins="):
-            for module in filter(None, (m.strip() for m in arg.split("=", 1)[1].strip("[]").split(","))):
-                try:
-                    importlib.import_module(module)
-                except ImportError as exc:
-                    raise ConfigError(f"plugin '{module}' cannot be imported: {exc}") from None
-    scenarios.register_configs()
-
-
 def compose_jobs(args: list[str]) -> list[DictConfig]:
     """The config of every job the command would run (under `-m` a sweep expands to several), composed as Hydra
     will compose it; ConfigError (one line, naming the valid choices) on the first that cannot be."""
     from hydra import compose, initialize_config_dir
 
-    import_plugins(args)
+    load_plugins(plugins.named(args))  # before composing: a family a plug-in registers is selected by its name
+    scenarios.register_configs()
     configs = []
     for overrides in job_overrides(open_options(args)):
         try:
@@ -152,24 +142,27 @@ def compose_jobs(args: list[str]) -> list[DictConfig]:
     return configs
 
 
-STRICT: list[bool] = []
-"""Whether the command's jobs all exit non-zero on a failing row (`strict`), as precheck composed them."""
+@dataclass(frozen=True)
+class Checked:
+    """What precheck learned of the command's jobs, in Hydra's job order."""
+
+    cases: tuple[int, ...]
+    """How many cases (case × dtype) each job runs: the sweep's progress bar counts them all."""
+    strict: bool
+    """Whether every job exits non-zero on a failing row (`strict`): a multirun's exit status reads it."""
 
 
-def precheck(args: list[str], keep: bool = False) -> None:
-    """Compose and plan every job's config; raise ConfigError (one line) on the first problem. With `keep`,
-    each job's run takes the plan made here instead of planning again."""
-    from suite.run import progress, validate
+def precheck(args: list[str]) -> Checked:
+    """Compose and plan every job's config; raise ConfigError (one line) on the first problem. Nothing is kept:
+    each job plans its own config again (deterministic), and says what it learned only in the value returned."""
+    from suite.run import validate
 
-    counts = []
     configs = compose_jobs(args)
-    STRICT[:] = [all(bool(cfg.get("strict", True)) for cfg in configs)]
+    counts = []
     for cfg in configs:
         p = validate.plan(cfg)
         counts.append(len(p.cases) * len(p.dtypes))
-        if keep:
-            validate.keep(cfg, p)
-    progress.plan_sweep(counts)
+    return Checked(tuple(counts), all(bool(cfg.get("strict", True)) for cfg in configs))
 
 
 def _unknown_key(overrides: list[str]) -> str | None:
@@ -188,7 +181,8 @@ def _unknown_key(overrides: list[str]) -> str | None:
 
 @hydra.main(version_base=None, config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    from suite.run import results
+    """One Hydra job: a multirun's (suite.sweep_job), or the single run, whose exit status its Result decides."""
+    from suite.run.result import Result
     from suite.run.runner import run
 
     hydra_cfg = HydraConfig.get()
@@ -200,28 +194,26 @@ def _hydra_main(cfg: DictConfig) -> None:
     outdir = Path(hydra_cfg.runtime.output_dir)
     interrupted = False
     try:
-        frame = run(cfg, outdir, run_id=outdir.name)
+        result = run(cfg, outdir, run_id=outdir.name)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         interrupted = True
-        frame = results.read(outdir / results.CSV_NAME)
-        print(f"\ninterrupted: {len(frame)} rows kept in {outdir}; rerun with resume=true", file=sys.stderr)
-    finalize(frame, outdir)
+        result = Result.read(outdir)
+        print(f"\ninterrupted: {len(result.table)} rows kept in {outdir}; rerun with resume=true", file=sys.stderr)
+    result = finalize(result)
     if interrupted:
         sys.exit(130)
-    _exit_for_rows(bool(cfg.get("strict", True)))
+    exit_for(result, bool(cfg.get("strict", True)))
 
 
-def _exit_for_rows(strict: bool) -> None:
-    """Exit with `outcome.FAILED` (3) where a row of the table just finished is `mismatch` or `error`, saying
-    so in one line; `strict=false` relaxes it."""
-    from suite.run import outcome
-
-    if code := outcome.status(strict):
-        count = outcome.failing(outcome._last[0])
-        print(f"fusebench: {count} row(s) mismatch or error: exit {code} (strict=false: exit 0)", file=sys.stderr)
+def exit_for(result: Result, strict: bool) -> None:
+    """Exit with the result's status (`outcome.FAILED`, 3, where a row is `mismatch` or `error`), saying so in
+    one line; `strict=false` relaxes it. Return where the status is 0."""
+    if code := result.exit_status(strict):
+        said = f"fusebench: {result.failing} row(s) mismatch or error: exit {code} (strict=false: exit 0)"
+        print(said, file=sys.stderr)
         sys.exit(code)
 
 
@@ -287,22 +279,14 @@ def _over_runs(command: str, argv: list[str]) -> int:
         from suite.report.merged import main as command_main
     try:
         if command == "report" and len(argv) == 1 and (Path(argv[0]) / "multirun.yaml").exists():
-            return _merge_sweep(Path(argv[0]))
+            from suite.callbacks import merge_saved  # a sweep: its jobs merged again, as its multirun's end does
+
+            print(f"report: {merge_saved(Path(argv[0])).paths[-1]}")
+            return 0
         return command_main(argv)
     except ConfigError as exc:
         print(f"fusebench: error: {exc}", file=sys.stderr)
         return 2
-
-
-def _merge_sweep(sweep: Path) -> int:
-    """`python -m suite report SWEEP`: merge a sweep's jobs again, as its multirun's end does (after the process
-    that launched it was lost, or to take in jobs finished since)."""
-    from suite.sweep import merge
-
-    task = OmegaConf.load(sweep / "multirun.yaml").hydra.overrides.task
-    merge(sweep, [str(o) for o in task])
-    print(f"report: {sweep / 'report.md'}")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -312,22 +296,30 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args[:1] in (["compare"], ["report"], ["noise"]):
         sys.exit(_over_runs(args[0], args[1:]))
+    checked, sweep = None, None
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
         try:
-            problem = launcher_problem(args)
-            if problem:
+            if problem := launcher_problem(args):
                 raise ConfigError(problem)
-            precheck(args, keep=True)
+            checked = precheck(args)
         except ConfigError as exc:
             print(f"fusebench: error: {exc}", file=sys.stderr)
             sys.exit(2)
+        progress.plan_sweep(list(checked.cases))
+        if any(a in MULTIRUN_FLAGS for a in args) and (sweep := sweep_dir(args)):  # its merged table is read there
+            args = [*(a for a in args if not a.startswith("hydra.sweep.dir=")), f"hydra.sweep.dir={quoted(sweep)}"]
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     sys.argv = [sys.argv[0], *args]
-    from suite.callbacks import merge_unfinished
-
+    started = time.time()
     try:
-        _hydra_main()
-    finally:  # a job failed or was killed: Hydra skipped the multirun's end, the rows that ran are merged here
-        merge_unfinished()
-    if any(a in MULTIRUN_FLAGS for a in args):  # a single run exits from _hydra_main; a sweep from its merged table
-        _exit_for_rows(STRICT[0] if STRICT else True)
+        _hydra_main()  # a single run exits from its job, with its Result's status
+    except BaseException:
+        if sweep is not None:  # a job failed or was killed: Hydra skipped the multirun's end, merge what ran
+            from suite.callbacks import merge_saved
+
+            merge_saved(sweep, started)
+        raise
+    if checked is not None and sweep is not None and (sweep / CSV_NAME).exists():
+        from suite.run.result import Result
+
+        exit_for(Result.read(sweep), checked.strict)

@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str], precheck: Callable[[list[str]], None] | None = None) -> int:
+def main(argv: list[str], precheck: Callable[[list[str]], object] | None = None) -> int:
     """The command; `precheck(overrides)` (the command line's, passed in by `suite.cli`) refuses bad input in
     one line before either run starts."""
     ours, overrides = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])

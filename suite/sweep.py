@@ -11,6 +11,7 @@ verdicts side by side, as `python -m suite report` does for separate runs: no ve
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from suite.cluster import request  # noqa: F401  (registers the resolver the SLU
 from suite.core import store
 from suite.core.row import COLUMNS, KEY, Row
 from suite.run import jobstate
+from suite.run.result import CHARTS, Result
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -44,28 +46,61 @@ def job_overrides(args: list[str]) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
 
 
+def sweep_config(args: list[str]) -> DictConfig:
+    """The config of the sweep as a whole, `hydra` node included, composed as Hydra composes it: from the
+    overrides that are not swept. Its `hydra.sweep.dir` read here is the sweep's directory (`${now:...}` resolved
+    once: the command line passes it on to Hydra, and knows where the merged table will be)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = [a for a in args if not a.startswith("-")]
+    fixed = [o.input_line for o in OverridesParser.create().parse_overrides(given) if not o.is_sweep_override()]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose(config_name="config", overrides=fixed, return_hydra_config=True)
+
+
+def sweep_dir(args: list[str]) -> Path | None:
+    """The directory of the sweep `args` launch, as `sweep_config` reads it; None where the sweep's config does
+    not compose (a `hydra...` override Hydra will refuse, saying why)."""
+    try:
+        return Path(str(sweep_config(args).hydra.sweep.dir))
+    except Exception:
+        return None
+
+
+def quoted(path: Path) -> str:
+    """`path` as the value of a Hydra override: quoted where it holds a character the override grammar reads."""
+    text = str(path)
+    if re.fullmatch(r"[\w./~+:-]+", text):
+        return text
+    return f"'{text}'" if "'" not in text else f'"{text}"'
+
+
 def identity(overrides: list[str]) -> list[str]:
     """A job's overrides without those that only say how to run it (its identity across a resume)."""
     return [o for o in overrides if not o.startswith(NOT_JOB_OVERRIDES)]
 
 
-def finalize(frame: pd.DataFrame, outdir: Path, runs: list[store.Run] | None = None) -> None:
-    """Charts, report and the `latest` link for a finished (or interrupted) run or sweep. With `runs` that timed
-    on different devices, one report over them with the device as the facet (suite.report.merged)."""
-    from suite.report import facets, merged, plots, report
-    from suite.run import outcome, progress
+def finalize(result: Result, runs: list[store.Run] | None = None) -> Result:
+    """Charts, report and the `latest` link for a finished (or interrupted) run or sweep; `result` with the files
+    they wrote. With `runs` that timed on different devices, one report over them with the device as the facet
+    (suite.report.merged)."""
+    from suite.report import facets, merged, report
+    from suite.run import progress
 
+    frame, outdir = result.table, result.outdir
     if runs and len(runs) > 1 and facets.choose(runs, "auto")[0] == "device":
-        merged.merge(runs, outdir, "device")
+        path = merged.merge(runs, outdir, "device")
+        written = [*sorted((outdir / CHARTS).rglob("*.png")), path]
     else:
-        report.write_report(frame, plots.make_charts(frame, outdir / "charts"), outdir)
+        written = report.write(frame, outdir)
     if outdir.parent.name == "results":
         latest = outdir.parent / "latest"
         if latest.is_symlink() or latest.exists():
             latest.unlink()
         latest.symlink_to(outdir.name, target_is_directory=True)
     progress.summary(frame, str(outdir))
-    outcome.record(frame)  # the command line's exit status reads it (suite.run.outcome)
+    return result.with_paths(*written)
 
 
 def job_dirs(sweep: Path) -> dict[int, Path]:
@@ -81,10 +116,10 @@ def job_dirs(sweep: Path) -> dict[int, Path]:
 
 
 def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overrides: list[str] | None = None
-          ) -> pd.DataFrame:  # fmt: skip
+          ) -> Result:  # fmt: skip
     """Merge every job of the sweep launched with `task_overrides` into `sweep`; say which jobs did not finish
     and how to complete them, with the launcher they ran through (`hydra_overrides`, else those the sweep saved
-    in its multirun.yaml). Return the merged table."""
+    in its multirun.yaml). Return the sweep's Result: the merged table and every file written at its top."""
     from suite.run.results import aggregate
 
     sweep = Path(sweep)
@@ -112,14 +147,15 @@ def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overri
     frame = aggregate(tables, sweep / store.CSV_NAME, extra=failures)
     store.merge_environments([dirs[n] for n in sorted(dirs)], sweep)
     store.write_parquet(sweep)
-    finalize(frame, sweep, runs)
+    names = [store.CSV_NAME, store.REPS_NAME, store.ENVIRONMENT, store.RESULTS_PARQUET, store.REPS_PARQUET]
+    result = finalize(Result(frame, sweep, tuple(sweep / n for n in names if (sweep / n).exists())), runs)
     for line in unfinished:
         say(f"sweep: {line}")
     if unfinished:
         hydra_overrides = saved_hydra_overrides(sweep) if hydra_overrides is None else hydra_overrides
         say(f"sweep: {len(unfinished)} of {len(expected)} jobs did not finish; their rows are kept in {sweep}. "
             f"Complete it with: {resume_command(sweep, task_overrides, hydra_overrides)}")  # fmt: skip
-    return frame
+    return result
 
 
 def resume_command(sweep: Path, task_overrides: list[str], hydra_overrides: list[str]) -> str:
@@ -155,7 +191,7 @@ def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, writte
     try:
         cfg = _job_config(path, overrides)
         done = {tuple(str(v) for v in r) for r in written[list(KEY)].itertuples(index=False)} if len(written) else set()
-        todo = jobs(cfg, validate.plan(cfg), path, done, run_id)
+        todo = jobs(cfg, validate.prepare(cfg), path, done, run_id)
         rows = [row for job in todo if job.keys() for row in result_rows.lost(job, reason)]
         for i, row in enumerate(rows):
             row.row_id = f"{run_id}#failed{i}"

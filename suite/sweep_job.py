@@ -44,7 +44,7 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
         gpu, turn = _placement(cfg, launcher, sweep_dir, num)
         with turn:  # the job starts once it has its turn: job.json's start and end bound when it held the machine
             state = {**jobstate.begin(outdir, num, overrides, gpu), **_slurm_cpus()}
-            frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num)
+            frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num).table
             jobstate.end(outdir, state, jobstate.DONE, rows=len(frame))  # before the next job's turn begins
     except ConfigError as exc:
         if state is not None:

@@ -56,7 +56,7 @@ def _rows(tmp_path, *overrides: str):
 
     fake = ["plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]", "device=cpu",
             "timing=quick", "dtype=float32", "isolate=false", "variants=[good]"]  # fmt: skip
-    return run(make_config(*fake, *overrides), tmp_path, show_progress=False)
+    return run(make_config(*fake, *overrides), tmp_path, show_progress=False).table
 
 
 def test_a_case_past_the_cache_is_held_to_the_copy_timed_in_its_own_rounds(tmp_path, monkeypatch) -> None:

@@ -52,7 +52,7 @@ ADDED = {("torch", "eager"), ("torch", "compiled")}
 @pytest.mark.parametrize("family", sorted(GOLDEN["scenario"].unique()))
 def test_preset_s_rows_unchanged(family, tmp_path):
     cfg = make_config(f"scenario={family}", "preset=S", "timing=quick", "seed=7", "device=cpu", "isolate=false")
-    got = run(cfg, tmp_path, show_progress=False)
+    got = run(cfg, tmp_path, show_progress=False).table
     got["params"] = got["params"].astype(str)
     want = GOLDEN[GOLDEN["scenario"] == family].set_index(KEY).sort_index()
     added = [(b, v) in ADDED for b, v in zip(got["backend"], got["variant"], strict=True)]

@@ -30,7 +30,7 @@ check's sweep, at its shapes, where a torch.compile per awkward shape and dtype 
 def test_every_cuda_kernel_is_right_on_the_device(family: str, tmp_path) -> None:
     cfg = make_config(f"scenario={family}", "preset=S", *AWKWARD[family], HAND_WRITTEN, "timing=quick",
                       "device=cuda", "dtype=[float32,float16]", "isolate=false")  # fmt: skip
-    rows = run(cfg, tmp_path, show_progress=False)
+    rows = run(cfg, tmp_path, show_progress=False).table
     cuda = rows[rows["device"] == "cuda"]
     assert len(cuda) and (cuda["mode"] == "native").all(), cuda[["backend", "variant", "mode", "reason"]]
     bad = cuda[~cuda["status"].isin(["ok", "unsupported"])]
@@ -121,7 +121,7 @@ every CUDA backend, so a failure is a test that says so rather than a row in the
 def test_the_sweeps_configurations_are_right_in_every_cuda_backend(name: str, tmp_path) -> None:
     cfg = make_config(*SWEEP_CONFIGURATIONS[name], "preset=S", "timing=quick", "device=cuda",
                       "dtype=[float32,float16]", "isolate=false")  # fmt: skip
-    rows = run(cfg, tmp_path, show_progress=False)
+    rows = run(cfg, tmp_path, show_progress=False).table
     cuda = rows[rows["device"] == "cuda"]
     assert {"triton", "cupy", "numba"} <= set(cuda["backend"]), sorted(set(cuda["backend"]))
     bad = cuda[~cuda["status"].isin(["ok", "unsupported"])]
@@ -131,7 +131,7 @@ def test_the_sweeps_configurations_are_right_in_every_cuda_backend(name: str, tm
 def test_graph_timing_captures_real_launchers(tmp_path) -> None:
     cfg = make_config("scenario=softmax", "preset=S", "timing=quick", "timing.graphs=true", "device=cuda",
                       "dtype=float32", "isolate=false")  # fmt: skip
-    rows = run(cfg, tmp_path, show_progress=False)
+    rows = run(cfg, tmp_path, show_progress=False).table
     timed = rows[(rows["device"] == "cuda") & rows["time_ms"].notna()]
     captured = timed[timed["time_graph_ms"].notna()]
     assert len(captured) >= len(timed) // 2, timed[["backend", "variant", "extra"]].to_string()

@@ -42,7 +42,7 @@ def test_the_grid_limits_are_the_devices() -> None:
 
 @pytest.mark.parametrize(("batch", "runs"), [(65535, True), (65536, False)])
 def test_attention_at_and_past_grid_y(batch: int, runs: bool, tmp_path) -> None:
-    rows = run(make_config(*ATTENTION, f"scenario.batch=[{batch}]"), tmp_path, show_progress=False)
+    rows = run(make_config(*ATTENTION, f"scenario.batch=[{batch}]"), tmp_path, show_progress=False).table
     cuda = rows[rows["device"] == "cuda"]
     assert len(cuda) == 6 and (cuda["mode"] == "native").all(), cuda[["backend", "variant", "mode", "reason"]]
     if runs:
@@ -100,7 +100,7 @@ def test_cupy_normalization_kernels_load_and_run_with_1024_threads(tmp_path) -> 
         cfg = make_config(f"scenario={family}", "scenario.rows=[33]", "scenario.cols=[4097,16384]",
                           "scenario.tile=[16384]", "backends=[cupy]", "+backend_options.cupy.block=1024",
                           "timing=quick", "device=cuda", "dtype=[float32,float16]", "isolate=false")  # fmt: skip
-        rows = run(cfg, tmp_path / family, show_progress=False)
+        rows = run(cfg, tmp_path / family, show_progress=False).table
         cuda = rows[(rows["device"] == "cuda") & rows["variant"].isin(["fused", "unfused"])]
         assert len(cuda) == 8 and (cuda["status"] == "ok").all(), cuda[["variant", "status", "reason"]].to_string()
         assert all(json.loads(extra)["launch"]["threads"] == 1024 for extra in cuda["extra"]), cuda["extra"].tolist()

@@ -41,7 +41,7 @@ def test_a_cupy_kernel_on_the_legacy_default_stream_is_caught() -> None:
 @pytest.mark.parametrize("family", ["elementwise_chain", "softmax", "attention", "matmul"])
 def test_every_cuda_implementation_runs_on_the_shared_stream(family: str, tmp_path) -> None:
     cfg = make_config(f"scenario={family}", "preset=S", "timing=quick", "device=cuda", "isolate=false")
-    rows = run(cfg, tmp_path, show_progress=False)
+    rows = run(cfg, tmp_path, show_progress=False).table
     ok = rows[(rows["device"] == "cuda") & (rows["status"] == "ok")]
     assert len(ok)
     streams = {(r.backend, r.variant): json.loads(r.extra or "{}").get("stream") for r in ok.itertuples()}

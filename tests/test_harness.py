@@ -19,7 +19,7 @@ def by_variant(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def test_faults_in_process_become_rows(tmp_path):
     cfg = make_config(*FAKE, "isolate=false", "variants=[good,twice,wrong,partial,raises]")
-    rows = by_variant(run(cfg, tmp_path, show_progress=False))
+    rows = by_variant(run(cfg, tmp_path, show_progress=False).table)
     assert set(rows["good"]["status"]) == {"ok"} and rows["good"]["time_ms"].notna().all()
     assert (rows["good"]["peer_err"] == 0).all()  # compared with `twice`, not with the wrong ones
     assert set(rows["wrong"]["status"]) == {"mismatch"}
@@ -33,7 +33,7 @@ def test_faults_in_process_become_rows(tmp_path):
 
 def test_rows_are_on_disk_and_carry_ledger_and_provenance(tmp_path):
     cfg = make_config(*FAKE, "isolate=false", "variants=[good]", "seed=7")
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     on_disk = read(tmp_path / "results.csv")
     assert len(on_disk) == len(frame) == 2
     row = on_disk.iloc[0]
@@ -48,7 +48,7 @@ def test_rows_are_on_disk_and_carry_ledger_and_provenance(tmp_path):
 def test_crash_and_timeout_cost_one_row_each(tmp_path):
     cfg = make_config(*FAKE, "isolate=true", "variants=[good,crash,slow]", "scenario.n=50",
                       "timing.case_timeout_s=3")  # fmt: skip
-    rows = by_variant(run(cfg, tmp_path, show_progress=False))
+    rows = by_variant(run(cfg, tmp_path, show_progress=False).table)
     assert rows["good"]["status"].tolist() == ["ok"]
     assert rows["crash"]["status"].tolist() == ["error"]
     assert "worker died" in rows["crash"]["reason"].iloc[0]
@@ -58,9 +58,9 @@ def test_crash_and_timeout_cost_one_row_each(tmp_path):
 
 def test_resume_skips_finished_rows(tmp_path):
     cfg = make_config(*FAKE, "isolate=false", "variants=[good]")
-    first = run(cfg, tmp_path, show_progress=False)
+    first = run(cfg, tmp_path, show_progress=False).table
     again = run(make_config(*FAKE, "isolate=false", "variants=[good,twice]", "resume=true"), tmp_path,
-                show_progress=False)  # fmt: skip
+                show_progress=False).table  # fmt: skip
     assert len(again) == len(first) + 2
     assert again["variant"].value_counts().to_dict() == {"good": 2, "twice": 2}
 

@@ -20,7 +20,7 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     cfg = make_config("plugins=[tests.plugins.dishonest]", f"scenario={dishonest.NAME}", "preset=S",
                       "backends=[dishonest]", "device=cpu", "timing=quick", "dtype=[float32,float16]",
                       "isolate=false", "timing.min_reps=8")  # fmt: skip
-    frame = run(cfg, tmp_path_factory.mktemp("honest"), show_progress=False)
+    frame = run(cfg, tmp_path_factory.mktemp("honest"), show_progress=False).table
     assert not timing.tampered(), "the suite put the timer back"
     return frame.set_index(["variant", "dtype"])
 

@@ -43,7 +43,7 @@ def test_a_run_records_its_core_and_its_report_says_it(tmp_path) -> None:  # typ
 
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     cpu = json.loads((tmp_path / ENVIRONMENT).read_text())["cpu"]
     assert cpu["microarchitecture"] == binding.get_host_cpu_name()
     text = "\n\n".join(sections(frame, [], tmp_path))

@@ -89,7 +89,7 @@ def test_fused_holds_a_chunk_of_logits_measured_on_the_cpu(tmp_path: Path) -> No
     cfg = make_config("scenario=linear_cross_entropy", f"scenario.tokens=[{t}]", "scenario.hidden=[64]",
                       f"scenario.vocab=[{v}]", f"scenario.chunk=[{c}]", "scenario.tile=[2048]", "backends=[numba]",
                       "device=cpu", "dtype=float32", "variants=[fused,unfused]", "timing=quick", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     rows = {r.variant: r for r in frame.itertuples()}
     assert {r.status for r in rows.values()} == {"ok"}, frame[["variant", "status", "reason"]]
     assert rows["unfused"].peak_bytes_modeled - rows["fused"].peak_bytes_modeled == (t - c) * v * 4

@@ -219,7 +219,7 @@ def test_measured_peak_follows_the_model_and_the_report_says_so(tmp_path: Path) 
         "timing=quick",
         "isolate=false",
     )
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     rows = {r.variant: r for r in frame.itertuples()}
     assert rows["fused"].peak_bytes_modeled == 2 * n * 4 and rows["unfused"].peak_bytes_modeled == 4 * n * 4
     for variant in ("fused", "unfused"):
@@ -261,7 +261,7 @@ def test_measured_peak_on_a_gpu_follows_the_model(tmp_path: Path) -> None:
         "timing=quick",
         "isolate=false",
     )
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     measured = frame[(frame["status"] == "ok") & frame["peak_bytes"].notna()]
     assert not measured.empty
     off = (measured["peak_bytes"] - measured["peak_bytes_modeled"]).abs()

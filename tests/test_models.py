@@ -99,7 +99,7 @@ def test_rows_name_their_model_and_layer(tmp_path: Path) -> None:
 
     cfg = make_config("model=gpt2", "tokens=64", "experiment=model_rmsnorm", "backends=[numba]", "device=cpu",
                       "timing=quick", "isolate=false", "variants=[fused]")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"RMSNorm, tokens × hidden"}
     assert (frame["status"] == "ok").all()
     from suite.core.tidy import tidy

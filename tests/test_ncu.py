@@ -285,7 +285,7 @@ def test_the_runner_hook_measures_rows_before_they_are_written(tmp_path: Path, m
     monkeypatch.setattr(runner, "InProcess", TimedOnCuda)
     cfg = make_config("profile=ncu", "isolate=false", "scenario.n=1048576", "scenario.ops=[scale,gelu]",
                       "dtype=float32", "backends=[triton,numba]", "variants=[fused]")  # fmt: skip
-    frame = runner.run(cfg, tmp_path / "run", show_progress=False)
+    frame = runner.run(cfg, tmp_path / "run", show_progress=False).table
     cuda, cpu = frame[frame["device"] == "cuda"].iloc[0], frame[frame["device"] == "cpu"].iloc[0]
     assert float(cuda["bytes_measured"]) == 8_394_304
     assert float(cuda["ledger_residual"]) == pytest.approx(8_394_304 / MODELED - 1)

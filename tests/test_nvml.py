@@ -213,7 +213,7 @@ def test_a_run_records_nvml_at_its_start_and_after_its_cases(install, monkeypatc
     monkeypatch.setattr(worker.Session, "run", logged)
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     env = json.loads((tmp_path / "environment.json").read_text())
     start, end = env["nvml"]["start"], env["nvml"]["end"]
     assert end["uuid"] == start["uuid"] == "GPU-0c3a" and (start["temperature_c"], end["temperature_c"]) == (40, 41)
@@ -315,7 +315,7 @@ def test_the_report_line_is_in_the_report(tmp_path):
 
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert not any("Clock throttling" in part for part in sections(frame, [], tmp_path))
     frame["throttled"] = ["hw_power_brake"] + [""] * (len(frame) - 1)
     text = "\n\n".join(sections(frame, [], tmp_path))

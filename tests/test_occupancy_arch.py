@@ -156,7 +156,7 @@ def test_execute_builds_under_the_jobs_arch(monkeypatch, tmp_path):
     from suite.run.job import Case
     from suite.run.runner import jobs
     from suite.run.stages import Check
-    from suite.run.validate import plan
+    from suite.run.validate import prepare
     from tests.conftest import make_config
 
     seen = []
@@ -168,7 +168,7 @@ def test_execute_builds_under_the_jobs_arch(monkeypatch, tmp_path):
     monkeypatch.setattr(check, "build_and_check", build_and_check)
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32")  # fmt: skip
-    (job, *_) = jobs(cfg, plan(cfg), tmp_path, set())
+    (job, *_) = jobs(cfg, prepare(cfg), tmp_path, set())
     job.arch = "sm_89"  # device.arch, as the runner passes it
     rows = execute.execute(job, SCENARIOS[job.scenario], Case(job.scenario, job.params, job.dtype, 7, seed=1), {})
     assert seen == ["sm_89"] and rows[0].status == "error"

@@ -90,13 +90,13 @@ def test_the_reproduce_command_repeats_the_options_and_gives_the_same_launch(tmp
     cfg = make_config("scenario=elementwise_chain", "scenario.n=4096", "scenario.ops=[scale,gelu]", "preset=S",
                       "backends=[numba]", "device=cuda", "variants=[fused]", "dtype=float32", "timing=quick",
                       "isolate=false", "++backend_options.numba.block=64")  # fmt: skip
-    first = run(cfg, tmp_path / "first", show_progress=False).iloc[0]
+    first = run(cfg, tmp_path / "first", show_progress=False).table.iloc[0]
     assert first["status"] == "ok", first["reason"]
     assert json.loads(first["backend_options"])["block"] == 64
     words = shlex.split(first["command"])
     assert "backend_options.numba.block=64" in words
     overrides = [("++" + w if w.startswith("backend_options.") else w) for w in words[3:]]
-    again = run(make_config(*overrides, "timing=quick", "isolate=false"), tmp_path / "again", show_progress=False)
+    again = run(make_config(*overrides, "timing=quick", "isolate=false"), tmp_path / "again", show_progress=False).table
     launch = json.loads(first["extra"])["launch"]
     assert launch["block"] == 64 or 64 in launch.values(), launch
     assert json.loads(again.iloc[0]["extra"])["launch"] == launch

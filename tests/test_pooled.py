@@ -70,7 +70,7 @@ def test_a_sweep_in_two_worker_processes_pools_their_rows(tmp_path: Path) -> Non
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "device=cpu", "timing=quick", "timing.processes=2", "timing.min_blocks=2", "dtype=float32",
                       "isolate=true", "variants=[good,twice]", "scenario.n=[50]")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     good = frame[frame["variant"] == "good"].iloc[0]
     assert good["status"] == "ok" and good["processes"] == 2 and good["buffer_sets"] == 2
     reps = store.load(tmp_path).reps

@@ -54,7 +54,7 @@ def test_the_family_example_runs_selected_by_its_name(isolated, tmp_path, monkey
     execute(block, "readme_family", monkeypatch)
     cfg = make_config("scenario=axpby", "preset=S", "backends=[axpby_numpy]", "device=cpu", "timing=quick",
                       "dtype=float32", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert sorted(frame["variant"]) == ["fused", "unfused"] and set(frame["status"]) == {"ok"}, frame["reason"]
     assert (frame.loc[frame["variant"] == "fused", "bytes_saved"] == 2 * 4096 * 4).all()
     assert frame["command"].str.contains("scenario=axpby ").all()

@@ -34,7 +34,7 @@ def test_the_line_is_in_the_report(tmp_path) -> None:  # type: ignore[no-untyped
 
     cfg = make_config("plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backends=[fake]",
                       "variants=[good]", "device=cpu", "dtype=float32", "timing=quick", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert not any("Bandwidth moved" in part for part in sections(frame, [], tmp_path))
     timed = frame["ceiling_gbps"].notna()
     assert timed.sum() >= 2

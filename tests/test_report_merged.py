@@ -20,7 +20,7 @@ import pytest
 from suite.cli import main as cli_main
 from suite.core.row import COLUMNS, Row, params_json
 from suite.report import facets, merged
-from suite.run.results import read
+from suite.run.result import Result
 from suite.sweep import finalize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_one_run_rebuilt_as_finalize_made_it(tmp_path: Path, capsys: pytest.Capt
     made = write_run(tmp_path / "made", PAYS, "AMD EPYC", "abc1234")
     gpu = {"name": "NVIDIA H200", "uuid": "GPU-1", "temperature_c": 40}  # the provenance line reads it from disk
     (made / "environment.json").write_text(json.dumps({"nvml": {"start": gpu, "end": {**gpu, "temperature_c": 47}}}))
-    finalize(read(made / "results.csv"), made)
+    finalize(Result.read(made))
     capsys.readouterr()  # finalize's summary of the run
     rebuilt = tmp_path / "rebuilt"
     shutil.copytree(made, rebuilt, ignore=shutil.ignore_patterns("charts", "report.md"))

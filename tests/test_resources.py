@@ -262,7 +262,7 @@ def test_rows_carry_resources_through_the_suite(tmp_path) -> None:
     cfg = make_config("scenario=elementwise_chain", "scenario.n=4096", "scenario.ops=[scale,gelu]",
                       "backends=[cupy,numba]", "device=all", "timing=quick", "isolate=false", "dtype=float32",
                       "variants=[fused,unfused]")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     rows = {(r.backend, r.device, r.variant): r for r in frame.itertuples()}
     for variant in ("fused", "unfused"):
         cupy_row = rows[("cupy", "cuda", variant)]

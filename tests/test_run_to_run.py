@@ -169,7 +169,7 @@ def test_a_run_in_blocks_records_its_buffer_sets_canary_and_precision(tmp_path: 
         "isolate=false",
         "variants=[good]",
     )
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     timed = frame[frame["time_ms"].notna()]
     assert not timed.empty and (timed["buffer_sets"] == 2).all() and (timed["processes"] == 1).all()
     assert timed["precision"].gt(0).all() and timed["canary"].str.contains("floats").all()
@@ -276,7 +276,7 @@ def test_a_rebuilt_kernel_whose_values_depend_on_where_they_live_is_refused(tmp_
         "isolate=false",
         "variants=[good]",
     )
-    job = next(j for j in runner.jobs(cfg, validate.plan(cfg), tmp_path, set()) if j.params["n"] == 100)
+    job = next(j for j in runner.jobs(cfg, validate.prepare(cfg), tmp_path, set()) if j.params["n"] == 100)
     data = case_inputs.Inputs(scn, "float32", 3)
     avail = build.availability(key, job)
     built, _ = check.build_and_check(key, avail, job, data, scn)

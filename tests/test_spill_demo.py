@@ -28,7 +28,7 @@ def _kernels(row: pd.Series) -> list[dict]:
 @pytest.mark.skipif(bool(nvrtc_reason()), reason=nvrtc_reason())
 def test_spill_experiment_spills_only_the_fused_wide_row(config, tmp_path) -> None:
     cfg = config("experiment=spill", "scenario.rows=[2]", "isolate=false")
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert set(frame["backend"]) == {"cupy"} and len(frame) == 4, frame[["params", "variant", "status"]]
     cols = frame["params"].map(lambda p: json.loads(p)["cols"])
     wide_fused = frame[(cols == 16384) & (frame["variant"] == "fused")].iloc[0]
@@ -48,7 +48,7 @@ def test_spill_experiment_spills_only_the_fused_wide_row(config, tmp_path) -> No
 def test_emulated_rows_report_the_kernels_of_the_case_not_the_slice(config, tmp_path) -> None:
     cfg = config("scenario=layernorm", "scenario.rows=[3]", "scenario.cols=[16384]", "scenario.tile=[16384]",
                  "dtype=[float16]", "backends=[triton]", "device=cuda", "isolate=false")  # fmt: skip
-    frame = run(cfg, tmp_path, show_progress=False)
+    frame = run(cfg, tmp_path, show_progress=False).table
     assert len(frame) == 2 and (frame["mode"] == "emulated").all(), frame[["variant", "status", "reason"]]
     for _, row in frame.iterrows():
         assert row["status"] == "ok", row["reason"]

@@ -18,7 +18,7 @@ FAKE = ["plugins=[tests.fakes]", "scenario.name=fake_double", "preset=S", "backe
 
 
 def test_every_repetition_is_kept_under_its_row_id(tmp_path):
-    frame = run(make_config(*FAKE, "variants=[good,twice,wrong]"), tmp_path, show_progress=False, run_id="r")
+    frame = run(make_config(*FAKE, "variants=[good,twice,wrong]"), tmp_path, show_progress=False, run_id="r").table
     reps = read_reps(tmp_path / REPS_NAME)
     assert frame["row_id"].tolist() == [f"r#{i}" for i in range(len(frame))]
     counts = reps.groupby("row_id").size()
@@ -34,13 +34,13 @@ def test_every_repetition_is_kept_under_its_row_id(tmp_path):
 def test_resume_numbers_rows_on_and_appends_their_repetitions(tmp_path):
     run(make_config(*FAKE, "variants=[good]"), tmp_path, show_progress=False, run_id="r")
     again = run(make_config(*FAKE, "variants=[good,twice]", "resume=true"), tmp_path, show_progress=False,
-                run_id="r")  # fmt: skip
+                run_id="r").table  # fmt: skip
     assert again["row_id"].tolist() == [f"r#{i}" for i in range(4)]
     assert set(read_reps(tmp_path / REPS_NAME)["row_id"]) == set(again["row_id"])
 
 
 def test_parquet_round_trips_types_and_expands_params(tmp_path):
-    frame = run(make_config(*FAKE, "variants=[good,wrong]"), tmp_path, show_progress=False)
+    frame = run(make_config(*FAKE, "variants=[good,wrong]"), tmp_path, show_progress=False).table
     back = pd.read_parquet(tmp_path / store.RESULTS_PARQUET)
     assert len(back) == len(frame)
     assert str(back["time_ms"].dtype) == "float64" and str(back["bytes_modeled"].dtype) == "Int64"
@@ -85,7 +85,7 @@ def test_a_multirun_merges_rows_and_repetitions(tmp_path):
 
 
 def test_load_reads_a_run_back_and_refuses_what_is_not_one(tmp_path):
-    frame = run(make_config(*FAKE, "variants=[good]"), tmp_path, show_progress=False)
+    frame = run(make_config(*FAKE, "variants=[good]"), tmp_path, show_progress=False).table
     loaded = store.load(tmp_path / "results.csv")
     assert loaded.path == tmp_path and len(loaded.results) == len(frame)
     first = frame["row_id"].iloc[0]
@@ -95,7 +95,7 @@ def test_load_reads_a_run_back_and_refuses_what_is_not_one(tmp_path):
 
 
 def test_a_run_without_repetitions_still_loads(tmp_path):
-    frame = run(make_config(*FAKE, "variants=[good]"), tmp_path, show_progress=False)
+    frame = run(make_config(*FAKE, "variants=[good]"), tmp_path, show_progress=False).table
     for name in (REPS_NAME, store.REPS_PARQUET, store.RESULTS_PARQUET, store.ENVIRONMENT):
         (tmp_path / name).unlink()
     frame.drop(columns=["row_id"]).to_csv(tmp_path / "results.csv", index=False)  # as runs wrote before ids

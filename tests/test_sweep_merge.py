@@ -109,7 +109,7 @@ def test_a_sweep_with_unfinished_jobs_is_merged_with_a_row_for_every_case_not_wr
     _job(root, 0, [*JOB, "seed=0"], jobstate.DONE)
     _job(root, 1, [*JOB, "seed=1"], jobstate.RUNNING)  # killed before its first row
     said: list[str] = []
-    frame = sweep.merge(root, task, say=said.append)  # job 2 never started: no directory at all
+    frame = sweep.merge(root, task, say=said.append).table  # job 2 never started: no directory at all
     done = frame[frame["run_id"] == "sweep/0"]
     assert len(done) == 2 and (done["status"] == "ok").all()
     killed = frame[frame["run_id"] == "sweep/1"]
@@ -131,7 +131,7 @@ def test_jobs_on_different_devices_are_reported_side_by_side(tmp_path: Path) -> 
         rows = pd.read_csv(path / "results.csv")
         rows.loc[rows["mode"] == "native", "device_name"] = device  # as if the job landed on another node
         rows.to_csv(path / "results.csv", index=False)
-    frame = sweep.merge(root, ["seed=0,1"], say=lambda _: None)
+    frame = sweep.merge(root, ["seed=0,1"], say=lambda _: None).table
     assert len(frame) == 4
     table = pd.read_csv(root / "results.csv")
     assert set(table[facets.FACET]) == {"AMD EPYC", "NVIDIA H200"}

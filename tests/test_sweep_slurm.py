@@ -35,7 +35,7 @@ def test_a_sweep_in_which_nothing_ran_still_writes_its_error_rows_report_and_res
         1: watch.REFUSED,
     }
     said: list[str] = []
-    frame = sweep.merge(root, [*JOB, "seed=0,1"], say=said.append, hydra_overrides=[])
+    frame = sweep.merge(root, [*JOB, "seed=0,1"], say=said.append, hydra_overrides=[]).table
     assert len(frame) == 4 and (frame["status"] == "error").all()  # two cases of each of the two jobs
     assert frame["reason"].str.endswith(f"did not finish: it failed: {watch.REFUSED}").all()
     assert len(pd.read_csv(root / "results.csv")) == 4
@@ -186,7 +186,7 @@ def test_a_lost_job_is_waited_for_no_longer_than_slurm_takes_to_say_so_and_its_c
     assert sum(slept) < 2 * watch.GONE_AFTER_S
     assert json.loads((root / "2" / "job.json").read_text())["overrides"] == jobs[2]
     assert not jobstate.finished(root / "2", 2, jobs[2])  # resume=true reruns it
-    frame = sweep.merge(root, [*JOB, "seed=0,1,2"], say=lambda _: None, hydra_overrides=[])
+    frame = sweep.merge(root, [*JOB, "seed=0,1,2"], say=lambda _: None, hydra_overrides=[]).table
     lost = frame[frame["status"] == "error"]
     assert len(lost) == 4 and len(frame[frame["status"] == "ok"]) == 2
     assert set(lost["reason"].str.split(": ", n=1).str[1]) == {

@@ -100,7 +100,7 @@ CHAIN = ["scenario.n=[4099]", "scenario.ops=[[scale,shift,scale,shift]]", "dtype
 
 
 def test_hand_fused_rows_are_paired_with_the_compiler(tmp_path):
-    frame = run(make_config(*CHAIN, "isolate=false"), tmp_path, show_progress=False)
+    frame = run(make_config(*CHAIN, "isolate=false"), tmp_path, show_progress=False).table
     rows = {(r.backend, r.variant): r for r in frame.itertuples()}
     assert set(rows) == {("numba", "fused"), ("numba", "unfused"), ("torch", "eager"), ("torch", "compiled")}
     assert all(r.status == "ok" and r.time_ms > 0 for r in rows.values())
@@ -118,7 +118,7 @@ def test_hand_fused_rows_are_paired_with_the_compiler(tmp_path):
 @pytest.mark.parametrize("mode", ["reduce-overhead"])
 def test_mode_reaches_torch_compile(tmp_path, mode):
     overrides = [*CHAIN, "backends=[torch]", "variants=[compiled]", f"+backend_options.torch.mode={mode}"]
-    frame = run(make_config(*overrides, "isolate=false"), tmp_path, show_progress=False)
+    frame = run(make_config(*overrides, "isolate=false"), tmp_path, show_progress=False).table
     assert frame["status"].tolist() == ["ok"]
     assert json.loads(frame["extra"].iloc[0])["compiler"]["mode"] == mode
 
@@ -128,8 +128,8 @@ def test_rerun_into_the_same_run_directory_is_warm(tmp_path, monkeypatch):
     make the second one warm, and its first call then costs far less."""
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     overrides = [*CHAIN, "backends=[torch]", "variants=[compiled]", "isolate=true"]
-    first = run(make_config(*overrides), tmp_path, show_progress=False)
-    second = run(make_config(*overrides), tmp_path, show_progress=False)
+    first = run(make_config(*overrides), tmp_path, show_progress=False).table
+    second = run(make_config(*overrides), tmp_path, show_progress=False).table
     cold, warm = (json.loads(f["extra"].iloc[0])["compiler"] for f in (first, second))
     assert cold["cache"] == "cold" and warm["cache"] == "warm"
     assert cold["cache_dir"] == warm["cache_dir"] == str(tmp_path.resolve() / "cache" / "inductor")

@@ -24,7 +24,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     out = tmp_path_factory.mktemp("toy")
     cfg = make_config("plugins=[tests.toy_family]", f"scenario=base_{toy.NAME}", "preset=S", "backends=[toy]",
                       "device=cpu", "timing=quick", "dtype=float32")  # fmt: skip
-    frame = run(cfg, out, show_progress=False)
+    frame = run(cfg, out, show_progress=False).table
     charts = make_charts(frame, out / "charts")
     return frame, charts, write_report(frame, charts, out).read_text(encoding="utf-8")
 

@@ -96,6 +96,7 @@ def dry_run_lines(the_plan: plan.Plan, found: stack.Stack, out: Path) -> list[st
 def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
     """The tests, the sweep, the report and the bundle; the exit status."""
     from suite.gpu_check import sweep_step, tests_step
+    from suite.run.result import Result
     from suite.sweep import finalize
 
     work = out.parent / f".{out.name}.work"
@@ -115,7 +116,7 @@ def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
         rows = sweep_step.run_sweep(the_plan.jobs, work / "run", log)
         check["steps"]["sweep"] = round(time.monotonic() - step, 1)  # type: ignore[index]
         step = time.monotonic()
-        finalize(rows, work / "run")
+        finalize(Result(rows, work / "run"))
         check["steps"]["report"] = round(time.monotonic() - step, 1)  # type: ignore[index]
         lines = bundle.summary(rows)
         lines += [f"time      {name} {seconds:.0f} s (estimated {s.seconds:.0f} s)"

@@ -25,7 +25,8 @@ from suite.core.store import CSV_NAME, ENVIRONMENT, RESULTS_PARQUET, Run, load, 
 from suite.core.tidy import tidy
 from suite.report import facets
 from suite.report.plots import make_charts
-from suite.report.report import sections, write_report
+from suite.report.report import sections, write
+from suite.report.tidied import Tidied
 
 SOURCE = "source_run"
 """The column of the merged table holding the directory each row was read from."""
@@ -76,7 +77,7 @@ def default_out(now: datetime | None = None) -> Path:
 
 
 def rebuild(run: Run, out: Path | None = None) -> Path:
-    """The charts and report.md of one run, as `suite.cli.finalize` makes them; elsewhere than the run's own
+    """The charts and report.md of one run, as `suite.sweep.finalize` makes them; elsewhere than the run's own
     directory, its results.csv (and the typed Parquet copy) and environment.json go beside them."""
     out = Path(out) if out is not None else run.path
     out.mkdir(parents=True, exist_ok=True)
@@ -88,8 +89,7 @@ def rebuild(run: Run, out: Path | None = None) -> Path:
         typed(run.results).to_parquet(out / RESULTS_PARQUET, index=False)
         if (run.path / ENVIRONMENT).exists():  # the report's provenance lines read it from beside the report
             shutil.copyfile(run.path / ENVIRONMENT, out / ENVIRONMENT)
-    charts = make_charts(run.results, out / "charts")
-    return write_report(run.results, charts, out)
+    return write(run.results, out)[-1]
 
 
 def merged(runs: list[Run], labels: list[str]) -> pd.DataFrame:
@@ -117,14 +117,12 @@ def merge(runs: list[Run], out: Path, facet: str = "auto") -> Path:
     write_environment(out, {"runs": {str(r.path): r.environment for r in runs}})
     order = list(dict.fromkeys(labels))
     folders = _folders(order)
-    charts = {
-        label: make_charts(frame[frame[facets.FACET] == label], out / "charts" / folders[label], label=label)
-        for label in order
-    }
+    views = {label: Tidied.of(frame[frame[facets.FACET] == label]) for label in order}  # each label's, tidied once
+    charts = {label: make_charts(views[label], out / "charts" / folders[label], label=label) for label in order}
     parts = [_header(runs, labels, kind, facet == "auto"), "## Verdicts side by side"]
     parts.append(facets.side_by_side(tidy(frame), order))
     for label in order:
-        parts.append(_nested(label, sections(frame[frame[facets.FACET] == label], charts[label], out)))
+        parts.append(_nested(label, sections(views[label], charts[label], out)))
     path = out / "report.md"
     path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
     return path

@@ -34,9 +34,10 @@ from suite.core.chartkit import (
     variant_handles,
 )
 from suite.core.scenario import lookup
-from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, speedups, tidy, timed
+from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, timed
 from suite.report import memory
 from suite.report.rival_chart import REFERENCE, rival_chart
+from suite.report.tidied import Tidied
 
 CROSSOVER = "crossover"
 """The gid of a crossover label, by which `_stack_crossovers` finds it."""
@@ -44,15 +45,17 @@ GAP = 3.0
 """Points between crossover labels set side by side."""
 
 
-def make_charts(frame: pd.DataFrame, outdir: Path, label: str | None = None) -> list[Path]:
-    """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed).
+def make_charts(frame: pd.DataFrame | Tidied, outdir: Path, label: str | None = None) -> list[Path]:
+    """Write every chart the table supports into `outdir`; return their paths (none if nothing was timed). Given
+    the table already tidied (`Tidied`, made once for the charts and the report), it is not tidied again.
 
     `label` (a report over many runs draws one set of charts per device, revision or run) is appended to the
     generic charts' titles, so a chart read on its own says where its rows came from."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    data = tidy(frame)
-    rows, pairs = timed(data), speedups(data)
+    tidied = Tidied.of(frame)
+    data, pairs = tidied.data, tidied.pairs
+    rows = timed(data)
     written: list[Path] = []
 
     def keep(figure: plt.Figure, kind: str, name: str) -> None:

@@ -23,12 +23,14 @@ from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
 from suite.core.markdown import details, table
 from suite.core.scenario import lookup
 from suite.core.store import ENVIRONMENT
-from suite.core.tidy import chart_name, fmt_size, speedups, tidy
+from suite.core.tidy import chart_name, fmt_size
 from suite.report import glance, launch_split, measured, memory, pressure, rivals, tables
 from suite.report.drift import drifted
 from suite.report.host import host_cpu
+from suite.report.plots import make_charts
 from suite.report.precision import achieved
 from suite.report.throttle import flagged, over_the_run
+from suite.report.tidied import Tidied
 from suite.report.verdict import verdicts
 
 STORE_MEANING = {
@@ -46,8 +48,17 @@ CAPTIONS = {
 """The generic charts (suite.report.plots), in the order the report shows them, before the family's own."""
 
 
-def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
-    """Write `outdir/report.md` from a results table and the charts made from it; return its path."""
+def write(frame: pd.DataFrame, outdir: Path) -> list[Path]:
+    """The charts (under `outdir/charts`) and report.md of one results table, tidied once for both; their
+    paths, report.md last."""
+    tidied = Tidied.of(frame)
+    charts = make_charts(tidied, Path(outdir) / "charts")
+    return [*charts, write_report(tidied, charts, outdir)]
+
+
+def write_report(frame: pd.DataFrame | Tidied, charts: list[Path], outdir: Path) -> Path:
+    """Write `outdir/report.md` from a results table (or the `Tidied` view the charts were made from) and the
+    charts made from it; return its path."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / "report.md"
@@ -55,11 +66,11 @@ def write_report(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> Path:
     return path
 
 
-def sections(frame: pd.DataFrame, charts: list[Path], outdir: Path) -> list[str]:
+def sections(frame: pd.DataFrame | Tidied, charts: list[Path], outdir: Path) -> list[str]:
     """The report's parts in order: header and provenance, one part per scenario, the rows not ok. Chart links
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
-    data = tidy(frame)
-    pairs = speedups(data)
+    tidied = Tidied.of(frame)
+    data, pairs = tidied.data, tidied.pairs
     title, header = _header(data, _environment(outdir)).split("\n\n", 1)
     parts = [title, *[text for text in [glance.section(data)] if text], header]
     parts += [*flagged(data), *drifted(data), *achieved(data)]

@@ -12,7 +12,6 @@ short where the worker's compile caches (the spec's cache_dir, Triton's and CuPy
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from suite.core import scenario as scenarios
 from suite.core import targets
+from suite.core.plugins import load_plugins
 from suite.core.registry import KernelKey
 from suite.core.row import Row
 from suite.run import build, case_inputs, check, validate
@@ -51,8 +51,7 @@ def launch_once(s: dict[str, Any], bracket: Bracket, timings: dict[str, float] |
     """Build and check the spec's implementation, warm it up, and launch it once inside `bracket`; return the
     kernel key's name and put the build's seconds in `timings["build_s"]`. Raises on anything that stops that
     (not native here, a failed check)."""
-    for module in s["plugins"]:
-        importlib.import_module(module)
+    load_plugins(s["plugins"])
     validate.discover()
     if targets.cuda_device_count() > 0:
         from suite.run.worker import share_cuda_stream

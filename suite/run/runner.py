@@ -1,4 +1,4 @@
-"""`run(cfg, outdir) -> DataFrame`: the whole sweep of one configuration, apart from Hydra so tests can call it.
+"""`run(plan, outdir) -> Result`: the whole sweep of one configuration, apart from Hydra so tests can call it.
 
 Cases are sent to the worker one at a time (to each of `timing.processes` workers in turn, their repetitions
 pooled: `suite.run.pooled`); every row is appended to results.csv and flushed the moment the
@@ -6,7 +6,8 @@ case returns. A timeout or a crashed worker turns the case into `error` rows; Ct
 every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
 environment.json (what the run ran on, from the worker; NVML's reading of the GPU added again as the last case
 returns), ceilings.json, and at the end (or on Ctrl-C) the typed Parquet copies of the rows and their
-repetitions (`suite.core.store`).
+repetitions (`suite.core.store`). The Result holds the table, the directory and the files written
+(`suite.run.result`); what the run exits with is computed from it, by whoever started the run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from suite.core import store
@@ -24,8 +24,9 @@ from suite.core.row import Row, params_json
 from suite.run import pooled, profile, progress, provenance, result_rows
 from suite.run.config import TimingConfig
 from suite.run.job import Job
+from suite.run.result import CEILINGS, RUN_FILES, Result
 from suite.run.results import Table, read
-from suite.run.validate import Plan, planned
+from suite.run.validate import Plan, prepare
 from suite.run.worker import InProcess, Settings, Worker, WorkerLost
 
 
@@ -63,12 +64,14 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
     return out
 
 
-def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "", job: int | None = None
-        ) -> pd.DataFrame:  # fmt: skip
-    """Validate (or take the plan the command line made), run every case, append rows as they come; return the
-    run's whole table. `run_id` (default: the directory's name) is recorded in every row and starts its row id;
-    `job` is the run's number in a multirun (its progress counts the whole sweep's cases)."""
-    p = planned(cfg)
+def run(what: Plan | DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "",
+        job: int | None = None) -> Result:  # fmt: skip
+    """Run every case of the plan, appending rows as they come; return the run's Result (its whole table, the
+    files written). A composed config is planned here first, with its plug-ins (`validate.prepare`): a Hydra job
+    and a test hand one in. `run_id` (default: the directory's name) is recorded in every row and starts its row
+    id; `job` is the run's number in a multirun (its progress counts the whole sweep's cases)."""
+    p = what if isinstance(what, Plan) else prepare(what)
+    cfg = p.config
     outdir = Path(outdir)
     run_id = run_id or outdir.name
     table = Table(outdir, fresh=not cfg.resume, run_id=run_id)
@@ -78,7 +81,7 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
     worker = Worker(settings) if cfg.isolate else InProcess(settings)
     processes = max(1, int(cfg.timing.processes)) if cfg.isolate else 1
     workers = [worker, *(Worker(settings) for _ in range(processes - 1))]  # the first's ceilings are handed on
-    (outdir / "ceilings.json").write_text(
+    (outdir / CEILINGS).write_text(
         json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
     )
     environment = worker.info["environment"]  # a restarted worker's info holds its own, later start reading
@@ -99,7 +102,7 @@ def run(cfg: DictConfig, outdir: Path, show_progress: bool = True, run_id: str =
             each.close()
         table.close()
         store.write_parquet(outdir)
-    return read(table.path)
+    return Result(read(table.path), outdir, tuple(outdir / name for name in RUN_FILES))
 
 
 def _timed_in(workers: list[Any], job: Job, timeout: float) -> list[Row]:

@@ -6,8 +6,6 @@ dtypes, targets, each case's sizes and ops, and whether the largest case fits in
 
 from __future__ import annotations
 
-import importlib
-import json
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +19,7 @@ from suite.core import scenario as scenarios
 from suite.core.backend import BACKENDS, Backend
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
+from suite.core.plugins import load_plugins
 from suite.core.registry import REGISTRY
 from suite.core.scenario import Params, Scenario
 from suite.core.targets import configure_emulation
@@ -31,6 +30,9 @@ DEVICES = ("cpu", "cuda")
 
 @dataclass(frozen=True)
 class Plan:
+    """What a composed config runs: its cases and the axes every case is run over, checked."""
+
+    config: DictConfig
     scenario: Scenario
     cases: list[Params]
     dtypes: list[str]
@@ -92,31 +94,16 @@ def _axis_values(value: Any, list_valued: bool) -> list[Any]:
     return as_list(value)
 
 
-_KEPT: dict[str, Plan] = {}
-
-
-def _identity(cfg: DictConfig) -> str:
-    return json.dumps(OmegaConf.to_container(cfg, resolve=False), sort_keys=True, default=str)
-
-
-def keep(cfg: DictConfig, p: Plan) -> None:
-    """Hold the plan the command line checked for the run of `cfg` that follows in this process (see `planned`)."""
-    _KEPT[_identity(cfg)] = p
-
-
-def planned(cfg: DictConfig) -> Plan:
-    """The plan kept for `cfg` (each kept plan serves one run), else a fresh one: a job is planned once, whether
-    the command line checked it first or a caller runs a config directly."""
-    return _KEPT.pop(_identity(cfg), None) or plan(cfg)
+def prepare(cfg: DictConfig) -> Plan:
+    """The plan of `cfg` in a process that was handed the composed config (a Hydra job, a test, the merge of a
+    sweep): the plug-ins it names loaded first (`suite.core.plugins`), then `plan`."""
+    load_plugins(cfg.plugins)
+    return plan(cfg)
 
 
 def plan(cfg: DictConfig) -> Plan:
-    """Check `cfg` and say what to run; raise ConfigError on the first problem."""
-    for module in cfg.plugins:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"plugin '{module}' cannot be imported: {exc}") from None
+    """Check `cfg` and say what to run; raise ConfigError on the first problem. Nothing is kept: the same config
+    plans the same way each time it is planned. The plug-ins it names are loaded already (see `prepare`)."""
     configure_emulation(bool(cfg.device.emulate))  # before any backend library is imported
     try:
         node = OmegaConf.to_container(cfg.scenario, resolve=True)
@@ -136,7 +123,7 @@ def plan(cfg: DictConfig) -> Plan:
     _check_profile(cfg)
     _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
-    return Plan(scn, cases, dtypes, backends, variants, targets)
+    return Plan(cfg, scn, cases, dtypes, backends, variants, targets)
 
 
 CEILINGS = ("interleaved", "once")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import multiprocessing as mp
 import os
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from suite.core import scenario as scenarios
 from suite.core import targets
+from suite.core.plugins import load_plugins
 from suite.core.registry import KernelKey
 from suite.core.row import Row
 from suite.run import ceiling, faults, footprint, provenance, result_rows, validate
@@ -58,8 +58,7 @@ class Session:
     def __init__(self, settings: Settings) -> None:
         targets.configure_emulation(settings.emulate)
         self.plugins = tuple(settings.plugins)
-        for module in settings.plugins:
-            importlib.import_module(module)
+        load_plugins(self.plugins)  # before the scan: a plug-in's kernels are found like the tree's
         validate.discover()
         self.gpu = targets.cuda_device_count() > 0
         self.device_names = {"cpu": provenance.cpu_name()}
