@@ -110,7 +110,7 @@ def test_the_family_is_listed_joins_the_model_tour_and_the_gpu_checks_plan(tmp_p
     assert f"model_{toy.NAME}" in tour[-1].removeprefix("experiment=").split(",")
     assert "model_layernorm" in tour[-1] and "model_cross_entropy" not in tour[-1]
     frame = run(make_config("model=gpt2", "tokens=64", f"experiment=model_{toy.NAME}", "backends=[toy]",
-                            "device=cpu", "timing=quick", "isolate=false"), tmp_path, show_progress=False)  # fmt: skip
+                            "device=cpu", "timing=quick", "isolate=false"), tmp_path, show_progress=False).table  # fmt: skip
     assert set(frame["status"]) == {"ok"} and set(frame["size"]) == {64 * 768}
     assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"a·x + b over tokens × hidden"}
 
