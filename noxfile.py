@@ -62,12 +62,12 @@ def gpu(session: nox.Session) -> None:
 @nox.session
 def slurm(session: nox.Session) -> None:
     """The SLURM launcher against a real SLURM: a single-node one brought up on this machine for the session
-    (suite.cluster.local: Debian's slurm-wlm and munge installed where missing, which needs root and apt; a
+    (suite.sweep.cluster.local: Debian's slurm-wlm and munge installed where missing, which needs root and apt; a
     generated slurm.conf and munge key in a temporary folder; munged, slurmctld and slurmd stopped by their pids
     at the end, also when a test fails), then the `slurm` tests (tests/test_slurm_cluster.py): a sweep merged,
     resume, a job cancelled mid-sweep, a refused request. Arguments after -- go to pytest."""
     session.install("-e", ".[cpu,slurm,test]")
-    session.run("python", "-m", "suite.cluster.local", "--install", "--",
+    session.run("python", "-m", "suite.sweep.cluster.local", "--install", "--",
                 "python", "-m", "pytest", "-m", "slurm", "-p", "no:randomly", "-rs", "tests/test_slurm_cluster.py",
                 *session.posargs)  # fmt: skip
 

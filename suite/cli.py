@@ -29,10 +29,11 @@ from suite.core import plugins
 from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
 from suite.core.plugins import load_plugins
-from suite.core.store import CSV_NAME
-from suite.run import placement, progress
+from suite.kit.store import CSV_NAME
+from suite.run import progress
 from suite.run.config import register_configs
-from suite.sweep import MULTIRUN_FLAGS, finalize, job_overrides, quoted, sweep_config, sweep_dir
+from suite.sweep import placement
+from suite.sweep.merge import MULTIRUN_FLAGS, finalize, job_overrides, quoted, sweep_config, sweep_dir
 
 if TYPE_CHECKING:
     from suite.run.result import Result
@@ -71,7 +72,7 @@ scenarios.register_configs()  # each family's node, scenario/base_<name>: its YA
 
 def launcher_problem(args: list[str]) -> str | None:
     """A `hydra/launcher=` that cannot run the sweep, as one line: its plugin is not installed (naming the extra
-    that installs it), or SLURM would refuse what the sweep asks of it (`sbatch --test-only`, suite.cluster)."""
+    that installs it), or SLURM would refuse what the sweep asks of it (`sbatch --test-only`, suite.sweep.cluster)."""
     for arg in args:
         if arg.startswith("hydra/launcher="):
             name = arg.split("=", 1)[1]
@@ -91,10 +92,10 @@ def _installed(module: str) -> bool:
 
 
 def _slurm_problem(args: list[str]) -> str | None:
-    """What SLURM says to the sweep's job array before any job is queued (suite.cluster.request); None when it
+    """What SLURM says to the sweep's job array before any job is queued (suite.sweep.cluster.request); None when it
     would queue it, or when the config does not compose (precheck then names that problem). The launcher's fields
     are resolved from the sweep's config as Hydra resolves them: with the overrides that are not swept."""
-    from suite.cluster import request
+    from suite.sweep.cluster import request
 
     try:
         cfg = sweep_config(open_options(args))
@@ -181,13 +182,13 @@ def _unknown_key(overrides: list[str]) -> str | None:
 
 @hydra.main(version_base=None, config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    """One Hydra job: a multirun's (suite.sweep_job), or the single run, whose exit status its Result decides."""
+    """One Hydra job: a multirun's (suite.sweep.job), or the single run, whose exit status its Result decides."""
     from suite.run.result import Result
     from suite.run.runner import run
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        from suite.sweep_job import run_job
+        from suite.sweep.job import run_job
 
         run_job(cfg, hydra_cfg)
         return
@@ -279,7 +280,7 @@ def _over_runs(command: str, argv: list[str]) -> int:
         from suite.report.merged import main as command_main
     try:
         if command == "report" and len(argv) == 1 and (Path(argv[0]) / "multirun.yaml").exists():
-            from suite.callbacks import merge_saved  # a sweep: its jobs merged again, as its multirun's end does
+            from suite.sweep.callbacks import merge_saved  # a sweep: its jobs merged again, as its multirun's end does
 
             print(f"report: {merge_saved(Path(argv[0])).paths[-1]}")
             return 0
@@ -315,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
         _hydra_main()  # a single run exits from its job, with its Result's status
     except BaseException:
         if sweep is not None:  # a job failed or was killed: Hydra skipped the multirun's end, merge what ran
-            from suite.callbacks import merge_saved
+            from suite.sweep.callbacks import merge_saved
 
             merge_saved(sweep, started)
         raise

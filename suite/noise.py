@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from suite.core import store
 from suite.core.errors import ConfigError
+from suite.kit import store
 from suite.report import compare
 from suite.report import noise_floor as noise
 

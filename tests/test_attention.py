@@ -215,7 +215,7 @@ def _row(seq_len: int, backend: str, device: str, variant: str, time_ms: float |
 
 def test_charts_and_section_read_the_table(tmp_path: Path) -> None:
     from scenarios.attention import charts, report
-    from suite.core.tidy import tidy
+    from suite.kit.tidy import tidy
 
     too_big = footprint.guard(SCN, {**BASE, "heads": 4, "seq_len": 512}, "float32", "unfused", FakeTarget(10**6))
     rows = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.core.tidy import crossover
+from suite.kit.tidy import crossover
 from suite.report.causes import causes, needs_cause
 
 BASE = {"variant": "fused", "baseline": "unfused", "device": "cuda", "verdict": "loses", "time_ms": 2.0,

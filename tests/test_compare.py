@@ -77,7 +77,7 @@ def compare(capsys: pytest.CaptureFixture, *args: object) -> tuple[int, str, str
 
 def lines_of(base: Path, new: Path, threshold: float = 0.05) -> pd.DataFrame:
     """The comparison's lines, through the same functions the command uses."""
-    from suite.core import store
+    from suite.kit import store
     from suite.report.compare import _times
 
     b, n = store.load(base), store.load(new)

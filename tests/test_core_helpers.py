@@ -12,7 +12,7 @@ import pytest
 
 from suite.core import registry
 from suite.core.decomposition import walk
-from suite.core.launch import MAX_ITEMS, cdiv, chunk_columns, next_power_of_two, row_threads
+from suite.kit.launch import MAX_ITEMS, cdiv, chunk_columns, next_power_of_two, row_threads
 
 
 def test_grid_arithmetic_matches_the_formulas_it_replaced() -> None:

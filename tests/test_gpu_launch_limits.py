@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from suite.core.launch import GRID_LIMITS, grid_problem
 from suite.core.targets import NotRunnable
+from suite.kit.launch import GRID_LIMITS, grid_problem
 from suite.run.runner import run
 from tests.conftest import make_config
 

@@ -36,7 +36,7 @@ def test_a_run_records_its_core_and_its_report_says_it(tmp_path) -> None:  # typ
 
     from llvmlite import binding
 
-    from suite.core.store import ENVIRONMENT
+    from suite.kit.store import ENVIRONMENT
     from suite.report.report import sections
     from suite.run.runner import run
     from tests.conftest import make_config

@@ -1,6 +1,6 @@
 """Launch settings chosen per shape: the rules' choices, the numerics at each choice, and the options winning.
 
-The rules (`backends.triton.launch`, `suite.core.launch_shape`) are plain functions, so their choices are pinned
+The rules (`backends.triton.launch`, `suite.kit.launch_shape`) are plain functions, so their choices are pinned
 for shapes that would catch a regression: powers of two, odd sizes, a single element, rows wider than the
 largest tile. Every distinct elementwise block the rule picks is then run in the Triton interpreter (and the Numba
 CUDA grid-stride loop in the simulator, on a grid small enough that each thread loops), against the float64
@@ -14,8 +14,10 @@ import pytest
 
 from backends.triton.launch import MAX_BLOCK, attention_config, chain_config, row_warps
 from suite.core import numerics, targets
-from suite.core.launch import row_threads
-from suite.core.launch_shape import (
+from suite.core.registry import REGISTRY, KernelKey, discover
+from suite.core.scenario import get
+from suite.kit.launch import row_threads
+from suite.kit.launch_shape import (
     FLAT_THREADS,
     MIN_FLAT_THREADS,
     NOMINAL,
@@ -27,8 +29,6 @@ from suite.core.launch_shape import (
     flat_threads,
     launch_notes,
 )
-from suite.core.registry import REGISTRY, KernelKey, discover
-from suite.core.scenario import get
 
 discover()
 SEED = 20261203
@@ -68,7 +68,7 @@ def test_row_warps_follow_the_tile(tile: int, warps: int) -> None:
 
 
 def test_rows_wider_than_the_largest_tile_keep_its_warps() -> None:
-    from suite.core.launch import chunk_columns
+    from suite.kit.launch import chunk_columns
 
     tile = chunk_columns(100_003, 16384)
     assert tile == 16384 and row_warps(tile, {}) == 16

@@ -1,7 +1,7 @@
 """CUDA's launch limits are checked on the host, before any work: a refused launch is a skipped row with a reason.
 
 Grid y holds batch·heads in every CUDA attention kernel, and CUDA launches at most 65535 blocks along y (x may
-reach 2³¹−1): `suite.core.launch.grid_problem` says so, and each attention entry (Triton in its interpreter,
+reach 2³¹−1): `suite.kit.launch.grid_problem` says so, and each attention entry (Triton in its interpreter,
 Numba CUDA in the simulator, CuPy compile-only) refuses such a case before it reads an input, allocates S or
 compiles a kernel. Triton's flash kernel at float32, head_dim 256 and 128×128 tiles needs more shared memory
 than an H100/H200 block can opt in to; the check the launcher applies to the compiled kernel refuses it. The
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from suite.core.launch import GRID_LIMITS, grid_problem, require_grids
 from suite.core.targets import NotRunnable
+from suite.kit.launch import GRID_LIMITS, grid_problem, require_grids
 from tests.support import json_lines, missing, run_without_emulation
 
 # The pure check ---------------------------------------------------------------------------------------------------

@@ -16,13 +16,15 @@ PACKAGES = ("suite", "backends", "scenarios")
 
 MAY_IMPORT = {
     "suite.core": {"suite.core"},
-    "suite.gpu": {"suite.core", "suite.gpu"},
-    "suite.run": {"suite.core", "suite.gpu", "suite.run"},
-    "suite.report": {"suite.core", "suite.report"},
-    "suite.benchmark": {"suite.core", "suite.run", "suite.benchmark"},
-    "suite": {"suite.core", "suite.gpu", "suite.run", "suite.report", "suite"},
-    "backends": {"suite.core", "backends", "scenarios"},
-    "scenarios": {"suite.core", "scenarios"},
+    "suite.kit": {"suite.core", "suite.kit"},
+    "suite.gpu": {"suite.core", "suite.kit", "suite.gpu"},
+    "suite.run": {"suite.core", "suite.kit", "suite.gpu", "suite.run"},
+    "suite.report": {"suite.core", "suite.kit", "suite.report"},
+    "suite.benchmark": {"suite.core", "suite.kit", "suite.run", "suite.benchmark"},
+    "suite.sweep": {"suite.core", "suite.kit", "suite.gpu", "suite.run", "suite.report", "suite.sweep"},
+    "suite": {"suite.core", "suite.kit", "suite.gpu", "suite.run", "suite.report", "suite.sweep", "suite"},
+    "backends": {"suite.core", "suite.kit", "backends", "scenarios"},
+    "scenarios": {"suite.core", "suite.kit", "scenarios"},
 }
 """Layer -> the layers (of this tree) its modules may import. The command line (`suite/cli.py`) sits on top."""
 

@@ -18,7 +18,7 @@ from scenarios.matmul.charts import rows_of
 from scenarios.matmul.report import matmul_section
 from suite.core.ledger import STORE_MODEL
 from suite.core.row import Row, params_json
-from suite.core.tidy import tidy
+from suite.kit.tidy import tidy
 from suite.report.plots import make_charts
 from suite.report.report import write_report
 

@@ -269,7 +269,7 @@ def test_measured_peak_on_a_gpu_follows_the_model(tmp_path: Path) -> None:
 
 
 def test_rows_without_peaks_read_as_before() -> None:
-    from suite.core.tidy import tidy
+    from suite.kit.tidy import tidy
     from suite.report import glance
     from suite.report import memory as report_memory
 

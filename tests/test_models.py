@@ -102,7 +102,7 @@ def test_rows_name_their_model_and_layer(tmp_path: Path) -> None:
     frame = run(cfg, tmp_path, show_progress=False).table
     assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"RMSNorm, tokens × hidden"}
     assert (frame["status"] == "ok").all()
-    from suite.core.tidy import tidy
+    from suite.kit.tidy import tidy
 
     both = tidy(pd.concat([frame, frame.assign(model="mistral_7b"), frame.assign(model="")]))
     assert {t.split(":")[0] for t in both["title"]} >= {"gpt2", "mistral_7b"}  # one facet per model

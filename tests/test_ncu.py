@@ -25,8 +25,8 @@ from suite.cli import precheck
 from suite.core.errors import ConfigError
 from suite.core.ledger import STORE_MODEL
 from suite.core.row import Row, params_json
-from suite.core.tidy import tidy
 from suite.gpu import ncu
+from suite.kit.tidy import tidy
 from suite.report import measured
 from suite.run import profile, profile_one, runner
 from suite.run.config import TimingConfig

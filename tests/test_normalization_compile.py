@@ -142,7 +142,7 @@ def test_cupy_threads_follow_the_chunk() -> None:
     """No more threads than a quarter of a chunk's columns (a warp at least), more where a chunk would spill."""
     from backends.cupy import BACKEND
     from suite.core.errors import ConfigError
-    from suite.core.launch import chunk_columns, row_threads
+    from suite.kit.launch import chunk_columns, row_threads
 
     assert chunk_columns(1, 4096) == 1 and chunk_columns(781, 4096) == 1024 and chunk_columns(32768, 4096) == 4096
     assert row_threads(64, 256) == 32 and row_threads(1, 256) == 32

@@ -10,7 +10,7 @@ from scenarios.normalization.charts import effective_bandwidth_chart, with_ledge
 from scenarios.normalization.report import fusion_section
 from suite.core.ledger import STORE_MODEL
 from suite.core.row import Row, params_json
-from suite.core.tidy import fmt_size
+from suite.kit.tidy import fmt_size
 from suite.report.plots import make_charts
 from suite.report.report import write_report
 

@@ -1,7 +1,7 @@
 """Crossover marks on the size charts and chain families on the chain chart, read off the Matplotlib artists.
 
 Rows come from `tests.test_plots_report._row` (a plausible timed row); the fused row's times are then divided
-by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.core.tidy) and crossover are known.
+by a chosen speedup, so each line's verdicts (pays from 1.1×, see suite.kit.tidy) and crossover are known.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgba
 
 from scenarios.elementwise_chain import ALL8, CHEAP4, short_label
 from scenarios.elementwise_chain.charts import chain_chart, family
-from suite.core.tidy import speedups, tidy, timed
+from suite.kit.tidy import speedups, tidy, timed
 from suite.report.plots import make_charts, speedup_chart, time_chart
 from tests.test_plots_report import _row
 

@@ -17,8 +17,8 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
-from suite.core.chartkit import save
-from suite.core.tidy import speedups, tidy, timed
+from suite.kit.chartkit import save
+from suite.kit.tidy import speedups, tidy, timed
 from suite.report.plots import CROSSOVER, speedup_chart, time_chart
 from tests.test_plots_crossover import COLORS, IMPLS
 from tests.test_plots_report import _row

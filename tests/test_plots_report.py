@@ -16,7 +16,7 @@ import pytest
 from scenarios.elementwise_chain import ALL8, FLOPS
 from suite.core.ledger import STORE_MODEL, stream_bytes
 from suite.core.row import Row, params_json
-from suite.core.tidy import fmt_size, speedups, tidy
+from suite.kit.tidy import fmt_size, speedups, tidy
 from suite.report.plots import make_charts
 from suite.report.report import write_report
 

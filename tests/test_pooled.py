@@ -63,7 +63,7 @@ def test_each_process_gets_its_share_of_the_budget() -> None:
 
 
 def test_a_sweep_in_two_worker_processes_pools_their_rows(tmp_path: Path) -> None:
-    from suite.core import store
+    from suite.kit import store
     from suite.run.runner import run
     from tests.conftest import make_config
 

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from suite.core.tidy import tidy
+from suite.kit.tidy import tidy
 from suite.report import pressure
 
 PARAMS = json.dumps({"cols": 16384, "rows": 4096, "tile": 16384})

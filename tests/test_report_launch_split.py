@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from suite.core.row import Row, params_json
-from suite.core.tidy import tidy
+from suite.kit.tidy import tidy
 from suite.report import launch_split
 from suite.report.report import write_report
 

@@ -21,7 +21,7 @@ from suite.cli import main as cli_main
 from suite.core.row import COLUMNS, Row, params_json
 from suite.report import facets, merged
 from suite.run.result import Result
-from suite.sweep import finalize
+from suite.sweep.merge import finalize
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [2**16, 2**18, 2**20]

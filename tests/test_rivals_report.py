@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from suite.core.row import Row, params_json
-from suite.core.tidy import tidy, timed
+from suite.kit.tidy import tidy, timed
 from suite.report import rivals
 from suite.report.plots import make_charts
 from suite.report.report import write_report

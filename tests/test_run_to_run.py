@@ -152,7 +152,7 @@ def test_offset_copies_hold_the_values_at_another_place_in_the_page() -> None:
 
 
 def test_a_run_in_blocks_records_its_buffer_sets_canary_and_precision(tmp_path: Path) -> None:
-    from suite.core import store
+    from suite.kit import store
     from suite.run.runner import run
     from tests.conftest import make_config
 

@@ -2,7 +2,7 @@
 merges into one table, `resume=true` skips the finished jobs, a job cancelled mid-sweep becomes `error` rows
 while the others keep theirs and resume completes it, and a request SLURM refuses stops in one line before any
 job is queued (or, refused only at submission, still merges). `nox -s slurm` brings up a single-node SLURM on
-this machine (suite.cluster.local) and runs these; elsewhere they skip.
+this machine (suite.sweep.cluster.local) and runs these; elsewhere they skip.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from suite.core import store
 from suite.core.errors import ConfigError
+from suite.kit import store
 from suite.run.results import REPS_NAME, aggregate, read, read_reps
 from suite.run.runner import run
 from tests.conftest import make_config

@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from suite import cli, sweep
+from suite import cli
 from suite.core.errors import ConfigError
 from suite.report import facets
-from suite.run import jobstate, placement
 from suite.run.runner import run
+from suite.sweep import jobstate, placement
+from suite.sweep import merge as sweep
 from tests.conftest import make_config
 from tests.test_harness import FAKE
 

@@ -16,9 +16,11 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from suite import cli, sweep, sweep_job
-from suite.cluster import request, watch
-from suite.run import jobstate
+from suite import cli
+from suite.sweep import job as sweep_job
+from suite.sweep import jobstate
+from suite.sweep import merge as sweep
+from suite.sweep.cluster import request, watch
 from tests.conftest import make_config
 from tests.test_harness import FAKE
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from backends.torch import inductor_code
-from suite.core.tidy import VERDICTS
+from suite.kit.tidy import VERDICTS
 from suite.run.runner import run
 from tests.conftest import make_config
 

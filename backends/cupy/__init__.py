@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 
 from suite.core.backend import Backend, Build, Copy, Option, register_backend
-from suite.core.launch import MAX_ITEMS
-from suite.core.launch_shape import NOMINAL, Device
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -26,6 +24,8 @@ from suite.core.targets import (
     Target,
     cuda_device_count,
 )
+from suite.kit.launch import MAX_ITEMS
+from suite.kit.launch_shape import NOMINAL, Device
 
 try:
     import cupy
@@ -113,7 +113,7 @@ class Cupy(Backend):
     options = (
         Option(
             "block",
-            "threads per block (default: from the shape, suite.core.launch_shape)",
+            "threads per block (default: from the shape, suite.kit.launch_shape)",
             None,
             low=32,
             high=1024,

@@ -17,8 +17,8 @@ from backends.cupy.add_rmsnorm_kernels import add_source, fused_source
 from backends.cupy.normalization import _compiled, _launcher, _step, geometry
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv
 from suite.core.registry import Launcher, kernel
+from suite.kit.launch import cdiv
 
 
 @kernel(scenario="add_rmsnorm", backend="cupy", variant="fused", device="cuda")

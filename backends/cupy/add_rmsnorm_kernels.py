@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from backends.cupy.device import CONVERSIONS, CTYPES
 from backends.cupy.normalization_kernels import HEAD, REDUCTIONS
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 FUSED_BODY = r"""
     float q = 0.0f;

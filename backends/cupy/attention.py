@@ -28,8 +28,8 @@ from backends.cupy import BACKEND, TARGET
 from backends.cupy.attention_kernels import NAMES, ROW_THREADS, ROWS, shared_bytes, source
 from backends.cupy.build import build
 from backends.cupy.device import CTYPES
-from suite.core.launch import cdiv, require_grids
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import cdiv, require_grids
 
 SHARED_LIMIT = 48 * 1024
 """Static shared memory per block without an opt-in."""

@@ -17,8 +17,8 @@ from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES
 from backends.cupy.normalization_kernels import REDUCTIONS
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, kernel
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 STATS = r"""
 #define IGNORE ({ignore}LL)

@@ -1,7 +1,7 @@
 """Elementwise chain in CuPy: generated CUDA C (a RawKernel, so NVRTC can check it without a GPU).
 
 Every kernel is the same template: a grid-stride loop with 64-bit indexing, load, convert to float32, apply a
-chain of `__device__` ops, convert back, store. The grid is sized per shape (`suite.core.launch_shape.
+chain of `__device__` ops, convert back, store. The grid is sized per shape (`suite.kit.launch_shape.
 elementwise_launch`): one element per thread up to a few waves of resident blocks, each thread looping beyond. Fused instantiates it with the whole chain (one source
 per chain and dtype); unfused with one op per kernel (one source per op and dtype, shared between chains),
 each reading the previous intermediate in the chain's dtype. Two scratch buffers alternate between the
@@ -20,8 +20,8 @@ import numpy as np
 from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ x, {T}* __restrict__ y, long long n) {{

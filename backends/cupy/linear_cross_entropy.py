@@ -17,8 +17,8 @@ from backends.cupy.build import build
 from backends.cupy.cross_entropy import source
 from backends.cupy.matmul import _cublas
 from scenarios.linear_cross_entropy import chunks
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, kernel
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 
 @kernel(scenario="linear_cross_entropy", backend="cupy", variant=("fused", "unfused"))

@@ -16,10 +16,10 @@ import numpy as np
 from backends.cupy import BACKEND, TARGET, cupy, sm_device
 from backends.cupy.build import ARCH, build
 from backends.cupy.matmul_kernels import STATIC_SMEM, launch_config, refusal, source
-from suite.core.launch import cdiv
-from suite.core.launch_shape import block_chosen_by, flat_threads, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NATIVE, NotRunnable
+from suite.kit.launch import cdiv
+from suite.kit.launch_shape import block_chosen_by, flat_threads, launch_notes
 
 
 def _compiled(

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 STATIC_SMEM = 48 * 1024
 """Shared memory a block gets without opting in; the tiled kernel opts in above it."""

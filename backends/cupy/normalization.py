@@ -25,9 +25,9 @@ from backends.cupy.normalization_kernels import fused_source, step_source
 from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv, chunk_columns, row_threads
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernels
+from suite.kit.launch import cdiv, chunk_columns, row_threads
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...]]
 """(compiled kernel, grid, arguments) of one kernel of a variant."""

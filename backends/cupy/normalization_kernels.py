@@ -17,7 +17,7 @@ from __future__ import annotations
 from backends.cupy.device import CONVERSIONS, CTYPES
 from scenarios.normalization import EPS, kind
 from suite.core import scenario
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 REDUCTIONS = rf"""
 #define EPS {EPS!r}f

@@ -17,8 +17,8 @@ from backends.cupy import BACKEND, TARGET
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES
 from scenarios.rope import STEPS
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 PAIRS = {"half": ("(i)", "(i + h)"), "interleaved": ("(2 * i)", "(2 * i + 1)")}
 

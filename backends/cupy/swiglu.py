@@ -3,7 +3,7 @@
 One source per (dtype, mode): fused loads a and b and stores silu(a)·b; the unfused variant launches the silu
 mode (a -> s in the case's dtype) and the product mode (s, b -> y). silu is the chain's `op_silu` (CUDA's
 accurate expf, no fast-math) from `backends.cupy.device`, so every variant computes it alike. The grid is sized
-per shape (`suite.core.launch_shape.elementwise_launch`), as the chain's.
+per shape (`suite.kit.launch_shape.elementwise_launch`), as the chain's.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 from backends.cupy import BACKEND, TARGET, sm_device
 from backends.cupy.build import build
 from backends.cupy.device import CONVERSIONS, CTYPES, OPS_SOURCE
-from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 
 KERNEL = r"""
 extern "C" __global__ void {name}(const {T}* __restrict__ p, const {T}* __restrict__ q, {T}* __restrict__ y,

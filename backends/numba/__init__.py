@@ -145,7 +145,7 @@ class Numba(Backend):
     options = (
         Option(
             "block",
-            "threads per block of the CUDA kernels (default: from the shape, suite.core.launch_shape)",
+            "threads per block of the CUDA kernels (default: from the shape, suite.kit.launch_shape)",
             None,
             low=32,
             high=1024,

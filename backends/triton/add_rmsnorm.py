@@ -18,8 +18,8 @@ import triton.language as tl
 from backends.triton.normalization import EPS_, _launcher, step_launch
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv, chunk_columns
 from suite.core.registry import Launcher, kernel
+from suite.kit.launch import cdiv, chunk_columns
 
 
 @triton.jit

@@ -32,10 +32,10 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.launch import attention_config, row_warps, shared_memory_problem, smem_optin
 from backends.triton.record import record_triton
-from suite.core.launch import cdiv, next_power_of_two, require_grids
-from suite.core.launch_shape import chosen_by
 from suite.core.registry import Launch, Launcher, kernel
 from suite.core.targets import NotRunnable
+from suite.kit.launch import cdiv, next_power_of_two, require_grids
+from suite.kit.launch_shape import chosen_by
 
 
 @triton.jit

@@ -21,9 +21,9 @@ from backends.triton import BACKEND
 from backends.triton.launch import row_warps
 from backends.triton.record import record_triton
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core.launch import chunk_columns
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import chunk_columns
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 IGNORE: tl.constexpr = tl.constexpr(IGNORE_INDEX)
 MEAN_BLOCK = 1024

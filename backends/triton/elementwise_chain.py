@@ -21,9 +21,9 @@ from backends.triton import BACKEND
 from backends.triton.launch import chain_config, device
 from backends.triton.ops import apply_chain, codes
 from backends.triton.record import record_triton
-from suite.core.launch import cdiv
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import cdiv
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 
 @triton.jit

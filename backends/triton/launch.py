@@ -19,7 +19,7 @@
   further stages there, or refuses the tiles at one. The unfused softmax takes the row rule on its chunk.
 
 `backend_options.triton.block` and `num_warps`, where set, win over the rules; every launcher records what it
-chose in its notes (`suite.core.launch_shape.launch_notes`). The rules are plain functions of the shape, so they
+chose in its notes (`suite.kit.launch_shape.launch_notes`). The rules are plain functions of the shape, so they
 run without a GPU and the interpreter checks every configuration they can pick.
 """
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from suite.core.launch import cdiv, next_power_of_two
-from suite.core.launch_shape import NOMINAL, Device
+from suite.kit.launch import cdiv, next_power_of_two
+from suite.kit.launch_shape import NOMINAL, Device
 
 MAX_BLOCK, MIN_BLOCK = 1024, 128
 """Elementwise programs: the vector-add tutorial's block, and the smallest before a program falls below a warp

@@ -18,9 +18,9 @@ from backends.triton.cross_entropy import MEAN_BLOCK, _ce_rows, _mean
 from backends.triton.launch import row_warps
 from backends.triton.record import record_triton
 from scenarios.linear_cross_entropy import chunks
-from suite.core.launch import chunk_columns
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, kernel
+from suite.kit.launch import chunk_columns
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 
 @kernel(scenario="linear_cross_entropy", backend="triton", variant=("fused", "unfused"))

@@ -25,8 +25,8 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.ops import gelu
 from backends.triton.record import record_triton
-from suite.core.launch import cdiv
 from suite.core.registry import Launch, kernel
+from suite.kit.launch import cdiv
 
 UNBLOCKED_BLOCK, UNBLOCKED_KC = 64, 16
 """Outputs per program and K chunk of the unblocked kernel: 2·64·16 loaded values per step, 8 per thread."""

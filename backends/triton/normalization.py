@@ -30,9 +30,9 @@ from backends.triton.record import record_triton
 from scenarios.normalization import DECOMPOSITIONS, EPS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv, chunk_columns
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernels
+from suite.kit.launch import cdiv, chunk_columns
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 CODES = {"mean": 0, "mean_square": 1, "max": 2, "sum": 3, "center": 4, "normalize": 5, "shift": 6, "divide": 7,
          "exp": 8, "scale": 9, "scale_shift": 10}  # fmt: skip

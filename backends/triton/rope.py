@@ -20,9 +20,9 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.record import record_triton
 from scenarios.rope import STEPS
-from suite.core.launch import next_power_of_two
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import next_power_of_two
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 ROTATE, MUL, ADD = 0, 1, 2
 OPS = {"rotate": ROTATE, "mul_cos": MUL, "mul_sin": MUL, "add": ADD}

@@ -16,9 +16,9 @@ import triton.language as tl
 from backends.triton import BACKEND
 from backends.triton.launch import chain_config, device
 from backends.triton.record import record_triton
-from suite.core.launch import cdiv
-from suite.core.launch_shape import chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import cdiv
+from suite.kit.launch_shape import chosen_by, launch_notes
 
 FUSED, SILU, MUL = 0, 1, 2
 

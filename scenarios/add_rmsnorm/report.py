@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.core.markdown import table
 from suite.core.scenario import get
-from suite.core.tidy import fmt_size, fmt_x, json_dict, speedups, tidy
+from suite.kit.markdown import table
+from suite.kit.tidy import fmt_size, fmt_x, json_dict, speedups, tidy
 
 
 def _mb(value: float) -> str:

@@ -19,9 +19,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from suite.core.chartkit import STYLE, log2_counts, save
 from suite.core.scenario import Scenario
-from suite.core.tidy import json_dict, timed
+from suite.kit.chartkit import STYLE, log2_counts, save
+from suite.kit.tidy import json_dict, timed
 
 SCENARIO = "attention"
 VARIANTS = ("fused", "unfused", "library", "eager", "compiled")

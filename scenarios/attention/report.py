@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from scenarios.attention.charts import FOOTPRINT_SKIP, prepare
-from suite.core.markdown import table
-from suite.core.tidy import fmt_size, timed
+from suite.kit.markdown import table
+from suite.kit.tidy import fmt_size, timed
 
 
 def _slower_from(line: pd.DataFrame) -> str:

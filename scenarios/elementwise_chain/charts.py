@@ -3,7 +3,7 @@
 The generic charts put size on x; what the chain adds is how fusion's gain grows with the number of ops fused,
 which the ledger predicts to be linear while the chain stays memory-bound. Chains with a transcendental op
 (tanh, exp) can turn compute-bound and follow their own curve, so they form a family of their own rather than
-being averaged with cheap chains of the same length. Reads tidy rows (suite.core.tidy); never runs a kernel.
+being averaged with cheap chains of the same length. Reads tidy rows (suite.kit.tidy); never runs a kernel.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from scenarios.elementwise_chain.ops import TRANSCENDENTAL
-from suite.core.chartkit import (
+from suite.kit.chartkit import (
     STYLE,
     grid,
     impl_handles,
@@ -28,7 +28,7 @@ from suite.core.chartkit import (
     save,
     scenario,
 )
-from suite.core.tidy import BASELINE, chart_name, json_dict, speedups, timed
+from suite.kit.tidy import BASELINE, chart_name, json_dict, speedups, timed
 
 FAMILIES = {"cheap ops only": ("-", None), "with tanh/exp": ("-.", "white")}
 """Line style and marker face per chain family on the speedup-vs-chain chart (None: the line's colour); a family

@@ -22,8 +22,8 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from scenarios.matmul.config import VARIANTS_BY_EPILOGUE
-from suite.core.chartkit import DPI, STYLE, palette
-from suite.core.tidy import chart_name, dtype_rank, timed
+from suite.kit.chartkit import DPI, STYLE, palette
+from suite.kit.tidy import chart_name, dtype_rank, timed
 
 STYLE_MM = {**STYLE, "unblocked": ("--", "X"), "tiled": ("-", "o"), "unfused": ("-.", "v"), "fused": ("-", "P")}
 TILED = ("tiled", "unfused", "fused")

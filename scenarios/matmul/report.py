@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from scenarios.matmul.charts import TILED, per_case, rows_of
-from suite.core.markdown import table
-from suite.core.tidy import dtype_rank, fmt_x, timed
+from suite.kit.markdown import table
+from suite.kit.tidy import dtype_rank, fmt_x, timed
 
 
 def matmul_section(frame: pd.DataFrame) -> str:

@@ -19,9 +19,9 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from scenarios.normalization.decomposition import reread_bytes
-from suite.core.chartkit import CEILING_LEGEND, STYLE, draw_ceilings, log2_counts, save
 from suite.core.scenario import get
-from suite.core.tidy import json_dict, tidy, timed
+from suite.kit.chartkit import CEILING_LEGEND, STYLE, draw_ceilings, log2_counts, save
+from suite.kit.tidy import json_dict, tidy, timed
 
 MAX_COLS = 4
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from scenarios.normalization.charts import ledgers, with_ledger
-from suite.core.markdown import table
-from suite.core.tidy import fmt_size, fmt_x, json_dict, speedups, timed
+from suite.kit.markdown import table
+from suite.kit.tidy import fmt_size, fmt_x, json_dict, speedups, timed
 
 
 def _line_verdict(line: pd.DataFrame) -> str:

@@ -1,2 +1,3 @@
-"""The core every plug-in imports: registry, Scenario and Target protocols, ledger, numerics, the verdict rule,
-and the results-table views and chart look (tidy, markdown, chartkit) a scenario family draws its own with."""
+"""The protocols every plug-in implements: the registry, the Scenario, Backend and Target protocols, the ledger,
+dtypes, numerics and the verdict rule. The helpers a plug-in may use beside them (tidy rows, tables, charts,
+launch geometry, the store) are the kit, `suite.kit`."""

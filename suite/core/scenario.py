@@ -143,7 +143,7 @@ class Scenario:
         return found.peak_bytes if found is not None else None
 
     # How its rows read in charts and the report. The machinery calls these on tidy rows of results.csv
-    # (suite.core.tidy); rows of a scenario not installed here get these defaults.
+    # (suite.kit.tidy); rows of a scenario not installed here get these defaults.
 
     def series(self, params: Params, size_axis: str) -> str:
         """The case without its size: what stays fixed along one line of a chart and names it in tables

@@ -97,7 +97,7 @@ def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
     """The tests, the sweep, the report and the bundle; the exit status."""
     from suite.gpu_check import sweep_step, tests_step
     from suite.run.result import Result
-    from suite.sweep import finalize
+    from suite.sweep.merge import finalize
 
     work = out.parent / f".{out.name}.work"
     work.mkdir(parents=True, exist_ok=True)

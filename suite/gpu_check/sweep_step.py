@@ -20,9 +20,9 @@ from typing import TextIO
 import pandas as pd
 
 from suite.cli import compose_jobs
-from suite.core import store
 from suite.core.row import Row
 from suite.gpu_check import plan as check_plan
+from suite.kit import store
 from suite.run import result_rows, runner, validate
 from suite.run.job import Case, Job
 from suite.run.results import Table, read

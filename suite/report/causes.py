@@ -40,7 +40,7 @@ def needs_cause(pair: pd.Series) -> bool:
 
 
 def causes(pair: pd.Series, library_ms: float | None = None) -> list[str]:
-    """Likely causes, most specific first, for one candidate/baseline pair of `suite.core.tidy.speedups`."""
+    """Likely causes, most specific first, for one candidate/baseline pair of `suite.kit.tidy.speedups`."""
     found = []
     variant, base = pair["variant"], pair.get("baseline", "unfused")
     spill = _num(pair.get("spill_bytes"))

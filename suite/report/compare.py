@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
-from suite.core import markdown, store
 from suite.core.errors import ConfigError
+from suite.kit import markdown, store
 from suite.report import compare_chart, compare_rows, compare_stats, compare_summary
 from suite.report.host import first_job, host_cpu
 

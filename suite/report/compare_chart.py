@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from suite.core.chartkit import DPI
+from suite.kit.chartkit import DPI
 
 MAX_LINES = 60
 """At most this many lines; with more, the ones that changed first, then the largest ratios either way."""

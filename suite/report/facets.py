@@ -17,9 +17,9 @@ import re
 
 import pandas as pd
 
-from suite.core.markdown import details, table
-from suite.core.store import Run
-from suite.core.tidy import fmt_size, fmt_x, speedups
+from suite.kit.markdown import details, table
+from suite.kit.store import Run
+from suite.kit.tidy import fmt_size, fmt_x, speedups
 
 FACET = "facet"
 """The column of the merged table holding each row's label."""
@@ -80,7 +80,7 @@ def slug(label: str) -> str:
 
 
 def pairs_by_label(data: pd.DataFrame) -> pd.DataFrame:
-    """The speedup pairs (suite.core.tidy.speedups) of each label's rows on their own, with the label beside."""
+    """The speedup pairs (suite.kit.tidy.speedups) of each label's rows on their own, with the label beside."""
     found = [speedups(rows).assign(**{FACET: label}) for label, rows in data.groupby(FACET, sort=False)]
     found = [f for f in found if not f.empty]
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=[*KEY, "baseline", FACET])

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.core.markdown import table
-from suite.core.tidy import fmt_size
+from suite.kit.markdown import table
+from suite.kit.tidy import fmt_size
 
 CANDIDATE = "fused"
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from suite.core.markdown import details, table
-from suite.core.tidy import CASE, fmt_size, json_dict, speedups, timed
+from suite.kit.markdown import details, table
+from suite.kit.tidy import CASE, fmt_size, json_dict, speedups, timed
 
 PAIRS = (("fused", "unfused"), ("compiled", "eager"))
 """(candidate, baseline): the variant that fuses against the one that runs the same decomposition unfused."""
@@ -46,7 +46,7 @@ HEAD = ["case", "size", "dtype", "backend/device", "comparison", "host", "baseli
 
 def split(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per fusion pair of `rows` (tidy rows of one scenario) where both variants have a graph time,
-    with the pair's columns of `suite.core.tidy.speedups` and time_graph_ms(_base), ceiling_gbps, gain_ms,
+    with the pair's columns of `suite.kit.tidy.speedups` and time_graph_ms(_base), ceiling_gbps, gain_ms,
     launch_ms, graph_ms, saved_bytes, predicted_ms and realised (graph_ms / predicted_ms)."""
     pairs = speedups(rows)
     pairs = pairs[[(v, b) in PAIRS for v, b in zip(pairs["variant"], pairs["baseline"], strict=True)]]

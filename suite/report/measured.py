@@ -21,9 +21,9 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from suite.core.chartkit import STYLE, grid, impl_handles, palette, save, scenario, variant_handles
-from suite.core.markdown import details, table
-from suite.core.tidy import chart_name, fmt_size, json_dict
+from suite.kit.chartkit import STYLE, grid, impl_handles, palette, save, scenario, variant_handles
+from suite.kit.markdown import details, table
+from suite.kit.tidy import chart_name, fmt_size, json_dict
 
 FLAG = 0.10
 """|ledger_residual| above this flags a row: the ledger is more than 10% off what the GPU moved."""

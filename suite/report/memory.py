@@ -18,9 +18,9 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from suite.core.chartkit import grid, save, scenario
-from suite.core.markdown import details, table
-from suite.core.tidy import chart_name, fmt_size
+from suite.kit.chartkit import grid, save, scenario
+from suite.kit.markdown import details, table
+from suite.kit.tidy import chart_name, fmt_size
 
 MIB = 2**20
 KIND = "memory"

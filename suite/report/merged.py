@@ -21,8 +21,8 @@ import pandas as pd
 
 from suite.core.errors import ConfigError
 from suite.core.row import COLUMNS
-from suite.core.store import CSV_NAME, ENVIRONMENT, RESULTS_PARQUET, Run, load, typed, write_environment
-from suite.core.tidy import tidy
+from suite.kit.store import CSV_NAME, ENVIRONMENT, RESULTS_PARQUET, Run, load, typed, write_environment
+from suite.kit.tidy import tidy
 from suite.report import facets
 from suite.report.plots import make_charts
 from suite.report.report import sections, write

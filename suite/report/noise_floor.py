@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suite.core import store
 from suite.core.row import KEY
+from suite.kit import store
 from suite.report import compare_rows, compare_stats, compare_summary
 
 PLAIN = 2.0

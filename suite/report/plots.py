@@ -5,7 +5,7 @@ variant's time over the compiler's (suite.report.rival_chart).
 Plots read results; they never run kernels. Only timed rows are drawn (status ok, mode native, a median
 time): emulated and compile-only rows carry numerics, not times. The bandwidth ceiling is the copy measured in
 the same run on the same device (`ceiling_gbps`), never a datasheet peak. A family's own charts come after these
-from its `Scenario.charts`; the look both share is `suite.core.chartkit`.
+from its `Scenario.charts`; the look both share is `suite.kit.chartkit`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from suite.core.chartkit import (
+from suite.core.scenario import lookup
+from suite.kit.chartkit import (
     CEILING_LEGEND,
     STYLE,
     draw_ceilings,
@@ -33,8 +34,7 @@ from suite.core.chartkit import (
     scenario,
     variant_handles,
 )
-from suite.core.scenario import lookup
-from suite.core.tidy import BASELINE, chart_name, crossover, fmt_size, timed
+from suite.kit.tidy import BASELINE, chart_name, crossover, fmt_size, timed
 from suite.report import memory
 from suite.report.rival_chart import REFERENCE, rival_chart
 from suite.report.tidied import Tidied

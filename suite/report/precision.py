@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.core.tidy import fmt_size
+from suite.kit.tidy import fmt_size
 
 
 def achieved(data: pd.DataFrame) -> list[str]:

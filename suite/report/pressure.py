@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from suite.core.markdown import details, table
 from suite.core.scenario import lookup
-from suite.core.tidy import json_dict
+from suite.kit.markdown import details, table
+from suite.kit.tidy import json_dict
 
 HEAD = ["case", "dtype", "backend", "variant", "kernel", "launches", "threads", "regs", "spill B/thread",
         "smem B", "occupancy", "limited by"]  # fmt: skip

@@ -1,6 +1,6 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
 
-Everything is derived from the results table. Tables are plain GitHub markdown (suite.core.markdown, no
+Everything is derived from the results table. Tables are plain GitHub markdown (suite.kit.markdown, no
 tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`, and right
 after it, where hand-fused kernels were timed beside the compiler, how they fared (`suite.report.rivals`). After
 the crossover, where CUDA rows were also timed from graphs, how much of fusion's gain was launch overhead and how
@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 
 from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE, WRITE_ONCE
-from suite.core.markdown import details, table
 from suite.core.scenario import lookup
-from suite.core.store import ENVIRONMENT
-from suite.core.tidy import chart_name, fmt_size
+from suite.kit.markdown import details, table
+from suite.kit.store import ENVIRONMENT
+from suite.kit.tidy import chart_name, fmt_size
 from suite.report import glance, launch_split, measured, memory, pressure, rivals, tables
 from suite.report.drift import drifted
 from suite.report.host import host_cpu

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from suite.core.chartkit import STYLE, grid, impl_handles, ratio_axis, scenario, variant_handles
+from suite.kit.chartkit import STYLE, grid, impl_handles, ratio_axis, scenario, variant_handles
 
 REFERENCE = "compiled"
 """The variant every other one is divided by."""

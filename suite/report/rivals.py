@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from suite.core.fusion import verdict as interval_verdict
-from suite.core.markdown import details, table
-from suite.core.tidy import VERDICTS, fmt_size, fmt_x, json_dict, timed
+from suite.kit.markdown import details, table
+from suite.kit.tidy import VERDICTS, fmt_size, fmt_x, json_dict, timed
 
 OTHERS = ("library", "eager")
 """Variants shown beside the rival for context, in this order: a tuned kernel, then the op-by-op decomposition."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.core.markdown import details, table
-from suite.core.tidy import BASELINE, crossovers, fmt_size, fmt_x
+from suite.kit.markdown import details, table
+from suite.kit.tidy import BASELINE, crossovers, fmt_size, fmt_x
 
 ORDER = ["scenario", "series_rank", "size", "dtype_rank", "impl", "variant"]
 """How the timings table sorts its rows: by series, size, dtype, then implementation."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.core.tidy import speedups, tidy
+from suite.kit.tidy import speedups, tidy
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,6 +1,6 @@
 """The verdict in words: where fusion paid, from which size on, against what the ledger predicted, and why.
 
-Built from the fused/unfused pairs of `suite.core.tidy.speedups`. For each implementation and dtype it speaks about the
+Built from the fused/unfused pairs of `suite.kit.tidy.speedups`. For each implementation and dtype it speaks about the
 case with the most to gain (the longest chain, the widest row), names the size from which every measured speedup is ≥ 1.1×,
 says where the gain shrank, and uses the share of the measured copy ceiling each variant reached to say
 whether memory traffic explains the result. Other cases get one number each at the largest size.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.core.tidy import BASELINE, GROUP, fmt_size, fmt_x
+from suite.kit.tidy import BASELINE, GROUP, fmt_size, fmt_x
 from suite.report.causes import CACHED_PCT, causes, needs_cause
 
 SHRUNK = 0.6

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.core.store import CSV_NAME, ENVIRONMENT, REPS_NAME, REPS_PARQUET, RESULTS_PARQUET
+from suite.kit.store import CSV_NAME, ENVIRONMENT, REPS_NAME, REPS_PARQUET, RESULTS_PARQUET
 from suite.run import outcome
 from suite.run.results import read
 

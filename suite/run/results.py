@@ -3,7 +3,7 @@ beside it reps.csv, every timed repetition of every row (row id, variant, round,
 
 A killed run keeps every row written; `read` tolerates a last line cut short; `aggregate` merges a multirun.
 Each row is written before its repetitions, so every repetition kept belongs to a row that was written.
-The typed Parquet copies of both are made from these at the end of a run (see `suite.core.store`).
+The typed Parquet copies of both are made from these at the end of a run (see `suite.kit.store`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.core.row import COLUMNS, KEY, Row
-from suite.core.store import CSV_NAME, REPS_COLUMNS, REPS_NAME, read, read_reps
+from suite.kit.store import CSV_NAME, REPS_COLUMNS, REPS_NAME, read, read_reps
 
 
 class Table:

@@ -6,7 +6,7 @@ case returns. A timeout or a crashed worker turns the case into `error` rows; Ct
 every row written, and `resume=true` into the same directory skips what is already there. Beside the table:
 environment.json (what the run ran on, from the worker; NVML's reading of the GPU added again as the last case
 returns), ceilings.json, and at the end (or on Ctrl-C) the typed Parquet copies of the rows and their
-repetitions (`suite.core.store`). The Result holds the table, the directory and the files written
+repetitions (`suite.kit.store`). The Result holds the table, the directory and the files written
 (`suite.run.result`); what the run exits with is computed from it, by whoever started the run.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from suite.core import store
 from suite.core.row import Row, params_json
+from suite.kit import store
 from suite.run import pooled, profile, progress, provenance, result_rows
 from suite.run.config import TimingConfig
 from suite.run.job import Job

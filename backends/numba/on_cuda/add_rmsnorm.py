@@ -21,8 +21,8 @@ from backends.numba.on_cuda.normalization import kernel_sources as norm_sources
 from backends.numba.record import record_numba
 from scenarios.add_rmsnorm import ROW_STATS, STEPS
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import cdiv
 
 try:
     from numba import cuda

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from backends.numba.on_cuda.normalization_kernels import EPS32, ONE, ZERO, _reductions
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

@@ -32,8 +32,8 @@ from backends.numba import simulating, stream_arg
 from backends.numba.on_cuda.attention_kernels import ROW_THREADS, ROWS, kernel_sources_for
 from backends.numba.on_cuda.attention_tiles import config
 from backends.numba.record import record_numba
-from suite.core.launch import cdiv, require_grids
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch import cdiv, require_grids
 
 try:
     from numba import cuda

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from backends.numba import simulating
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

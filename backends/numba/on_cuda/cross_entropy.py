@@ -21,8 +21,8 @@ from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda.normalization_kernels import _reductions
 from backends.numba.record import record_numba
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

@@ -5,7 +5,7 @@ it to float32, applies the chain and stores the result in the array's dtype (flo
 kernel is built for the whole chain, an unfused kernel for a single op, reading the previous intermediate
 from device memory and writing its own. Each op's kernel is shared by every chain that uses the op.
 
-Threads walk the array with a grid-stride loop, so the grid is sized per shape (`suite.core.launch_shape.
+Threads walk the array with a grid-stride loop, so the grid is sized per shape (`suite.kit.launch_shape.
 elementwise_launch`): one element per thread up to a few waves of resident blocks, a loop beyond; the threads
 per block are the `block` option's, fewer for an array smaller than a block.
 """
@@ -24,8 +24,8 @@ from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda.launch import device
 from backends.numba.op_tables import chain
 from backends.numba.record import record_numba
-from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

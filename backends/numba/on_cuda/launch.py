@@ -1,13 +1,13 @@
 """The GPU Numba CUDA kernels size their grids for: its SMs where one runs them, the nominal sm_90 elsewhere.
 
 The simulator and compile-only runs have no device to ask, so they size for the architecture the resource report
-compiles for (`suite.core.launch_shape.NOMINAL`): the grid a row records is then the one an H100 would get.
+compiles for (`suite.kit.launch_shape.NOMINAL`): the grid a row records is then the one an H100 would get.
 """
 
 from __future__ import annotations
 
 from backends.numba import simulating
-from suite.core.launch_shape import NOMINAL, Device
+from suite.kit.launch_shape import NOMINAL, Device
 
 
 def device() -> Device:

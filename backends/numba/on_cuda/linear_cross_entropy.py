@@ -18,8 +18,8 @@ from backends.numba import BACKEND, stream_arg
 from backends.numba.on_cuda import matmul
 from backends.numba.on_cuda.cross_entropy import prepared, threads_of
 from scenarios.linear_cross_entropy import chunks
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, kernel
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 try:
     from numba import cuda

@@ -25,9 +25,9 @@ from backends.numba.record import record_numba
 from scenarios.normalization import DECOMPOSITIONS, ROW_STATS, kind
 from suite.core import scenario
 from suite.core.decomposition import walk
-from suite.core.launch import cdiv, chunk_columns, row_threads
-from suite.core.launch_shape import block_chosen_by, launch_notes
 from suite.core.registry import Launch, Launcher, kernels
+from suite.kit.launch import cdiv, chunk_columns, row_threads
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 
 try:
     from numba import cuda
@@ -37,7 +37,7 @@ except ImportError:  # numba-cuda missing: the entries stay registered and the t
 
 def geometry(cols: int, params: dict, opts: dict) -> tuple[int, int]:
     """(BLOCK, THREADS) of a case: its chunk of columns, and the threads given a row for the option `block` (or
-    from the chunk where it is unset; at most `suite.core.launch.MAX_ITEMS` local-array items each: a wider
+    from the chunk where it is unset; at most `suite.kit.launch.MAX_ITEMS` local-array items each: a wider
     chunk gets more threads)."""
     block = chunk_columns(cols, int(params["tile"]))
     return block, row_threads(block, BACKEND.option(opts, "block"))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.normalization import EPS, kind
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

@@ -18,8 +18,8 @@ from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda.launch import device
 from backends.numba.ops import silu
 from backends.numba.record import record_numba
-from suite.core.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 from suite.core.registry import Launch, Launcher, kernel
+from suite.kit.launch_shape import block_chosen_by, elementwise_launch, launch_notes
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake

@@ -6,7 +6,7 @@ Hydra calls `on_multirun_end` only when every job succeeded; a launcher whose jo
 first. The command line knows the sweep's directory (it fixed it before Hydra started), so it merges the sweep
 itself then (`merge_saved`), from what Hydra saved there at the sweep's start (multirun.yaml): the rows of
 the jobs that ran are never left unmerged. On SLURM, the launcher raises at the first job that left no result
-while the others may still run: their end is waited for first (`suite.cluster.watch.settle`), which also says in
+while the others may still run: their end is waited for first (`suite.sweep.cluster.watch.settle`), which also says in
 each lost job's job.json how SLURM saw it end.
 """
 
@@ -57,7 +57,7 @@ class Sweep:
 class AggregateRuns(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if str(config.hydra.launcher.get("_target_", "")) == SLURM_LAUNCHER:
-            from suite.cluster import watch
+            from suite.sweep.cluster import watch
 
             watch.install()  # before submitit watches its first job: a lost job must end the wait
 
@@ -75,8 +75,8 @@ def merge_saved(directory: Path, since: float | None = None) -> Result | None:
     if sweep is None:
         return None
     if since is not None and sweep.launcher == SLURM_LAUNCHER:
-        from suite.cluster import watch
-        from suite.sweep import identity, job_overrides
+        from suite.sweep.cluster import watch
+        from suite.sweep.merge import identity, job_overrides
 
         jobs = [identity(o) for o in job_overrides(["-m", *sweep.task])]
         watch.settle(sweep.directory, since, jobs)
@@ -84,6 +84,6 @@ def merge_saved(directory: Path, since: float | None = None) -> Result | None:
 
 
 def _merge(sweep: Sweep) -> Result | None:
-    from suite.sweep import merge
+    from suite.sweep.merge import merge
 
     return merge(sweep.directory, sweep.task, hydra_overrides=sweep.hydra) if sweep.directory.exists() else None

@@ -2,7 +2,7 @@
 rows of every job merged into one table, one set of charts and one report at the top of the sweep directory.
 
 A job that did not finish (killed, out of memory, past its time limit, never started) keeps the rows it wrote,
-and each case it did not get to becomes an `error` row naming the job and how it ended (`suite.run.jobstate`),
+and each case it did not get to becomes an `error` row naming the job and how it ended (`suite.sweep.jobstate`),
 so the merged table says what is missing and why. `resume=true` with the same sweep arguments and
 `hydra.sweep.dir` skips the finished jobs and completes the others. Where the jobs timed on different devices
 (a SLURM sweep over partitions with different GPUs), the report labels every row with its device and sets the
@@ -20,13 +20,13 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from suite.cluster import request  # noqa: F401  (registers the resolver the SLURM launcher's config uses)
-from suite.core import store
 from suite.core.row import COLUMNS, KEY, Row
-from suite.run import jobstate
+from suite.kit import store
 from suite.run.result import CHARTS, Result
+from suite.sweep import jobstate
+from suite.sweep.cluster import request  # noqa: F401  (registers the resolver the SLURM launcher's config uses)
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 MULTIRUN_FLAGS = ("-m", "--multirun")
 NOT_JOB_OVERRIDES = ("resume=", "+resume=", "++resume=")
 """Overrides that say how to run a job, not which job it is: resuming a sweep adds `resume=true`."""

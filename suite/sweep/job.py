@@ -19,8 +19,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from suite.core.errors import ConfigError
-from suite.run import jobstate, placement
-from suite.sweep import identity
+from suite.sweep import jobstate, placement
+from suite.sweep.merge import identity
 
 SERIAL_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
@@ -86,7 +86,7 @@ def _slurm_cpus(environ: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _placement(cfg: DictConfig, launcher: str, sweep_dir: Path, num: int) -> tuple[str | None, Any]:
-    """Where the job runs on a machine it shares with other jobs (see suite.run.placement): it is bound to its
+    """Where the job runs on a machine it shares with other jobs (see suite.sweep.placement): it is bound to its
     GPU before its worker process starts, and takes its turn through the sweep's locks."""
     if not placement.shares_machine(launcher):
         return None, contextlib.nullcontext()

@@ -2,7 +2,7 @@
 
 A scenario family draws its own charts (`Scenario.charts`) and may import only `suite.core`; so that its charts
 read like the generic ones (suite.report.plots) without copying them, the pieces both use live here. They only
-draw what they are given: rows come from `suite.core.tidy`. Lines are coloured by implementation
+draw what they are given: rows come from `suite.kit.tidy`. Lines are coloured by implementation
 (backend/device) and styled by variant; facets are cases (one column each) and dtypes (one row each).
 """
 
@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import Bbox
 
 from suite.core.scenario import lookup
-from suite.core.tidy import dtype_rank
+from suite.kit.tidy import dtype_rank
 
 DPI = 120
 PAD = 0.1

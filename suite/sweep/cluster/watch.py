@@ -27,7 +27,7 @@ from typing import Any
 from submitit.slurm import slurm
 from submitit.slurm.slurm import SlurmInfoWatcher
 
-from suite.run import jobstate
+from suite.sweep import jobstate
 
 GONE = "GONE"
 """The state of a job SLURM no longer lists anywhere: it ended, and nothing is left to say how."""

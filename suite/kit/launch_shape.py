@@ -4,7 +4,7 @@ An elementwise kernel over n values wants enough blocks to fill every SM a few t
 that, extra blocks only add scheduling work, so the grid is capped at `WAVES` full waves of resident blocks and
 each thread walks the rest with a grid-stride loop; a small n gets one element per thread, smaller blocks so
 that every SM has one, and no more threads than it has elements (rounded up to a warp). Row kernels take their
-threads from `suite.core.launch.row_threads` and their tiles from the case. The SM count comes from the device where there is one, else from `NOMINAL`, the
+threads from `suite.kit.launch.row_threads` and their tiles from the case. The SM count comes from the device where there is one, else from `NOMINAL`, the
 architecture the resource report compiles for, so a machine without a GPU makes the same choice as an H100.
 
 What a launcher chose goes into its `notes` (`launch_notes`), which the suite copies into the row's `extra`:
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from suite.core.launch import cdiv
+from suite.kit.launch import cdiv
 
 WARP = 32
 WAVES = 4

@@ -1,5 +1,5 @@
 """A single-node SLURM on this machine, to try the SLURM launcher and to test it against a real scheduler:
-`python -m suite.cluster.local [--install] -- COMMAND ...` brings one up, runs COMMAND with `SLURM_CONF` pointing
+`python -m suite.sweep.cluster.local [--install] -- COMMAND ...` brings one up, runs COMMAND with `SLURM_CONF` pointing
 at it, and stops it again, even when COMMAND fails or is interrupted (`nox -s slurm` runs the launcher tests so).
 
 Everything lives in one temporary folder: a generated slurm.conf, its own munge key and socket, the state and
@@ -8,7 +8,7 @@ it is), the ports are free ones picked at start, and the daemons run in the fore
 process, so they are stopped by their pids. The node takes what `slurmd -C` finds (CPUs, cores, memory); jobs
 are bound to the cores they were given (`task/affinity`), so a job's Numba threads follow its allocation and two
 jobs on the node do not time each other. There is no accounting (no slurmdbd): the launcher's watch reads job
-states from squeue (`suite.cluster.watch`).
+states from squeue (`suite.sweep.cluster.watch`).
 """
 
 from __future__ import annotations
@@ -219,14 +219,14 @@ def _stop_on_sigterm() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suite.cluster.local", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m suite.sweep.cluster.local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--install", action="store_true", help=f"apt-get install {' '.join(PACKAGES)} if missing")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's folder (conf, logs) afterwards")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="what to run against it (after --)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        parser.error("nothing to run: python -m suite.cluster.local -- COMMAND ...")
+        parser.error("nothing to run: python -m suite.sweep.cluster.local -- COMMAND ...")
     _stop_on_sigterm()
     started = time.monotonic()
     if args.install:
