@@ -2,7 +2,7 @@
 
 Users gate CI on `suite compare` and must pick its `--threshold`; the right one depends on the machine (a quiet
 workstation, a shared 2-core VM, a GPU with neighbours). This runs the same sweep twice, back to back, into
-DIR/a and DIR/b, and writes DIR/noise.md (`suite.report.noise`): rows flagged at the threshold, the threshold that
+DIR/a and DIR/b, and writes DIR/noise.md (`suite.report.noise_floor`): rows flagged at the threshold, the threshold that
 would keep this machine quiet, and how the verdicts held. `--runs A B` reads two finished runs instead.
 
     python -m suite noise                                   # the default A/A: chain, layernorm, softmax on the CPU

@@ -1,6 +1,6 @@
 """What each stage of running one implementation found, frozen the moment the stage is done.
 
-Stages never fill in a row: each returns one of these, and `suite.run.assemble` builds the row from all of them
+Stages never fill in a row: each returns one of these, and `suite.run.result_rows` builds the row from all of them
 in one place. A field named like a results.csv column is that column's value (None where the stage did not get
 that far); the other fields carry what a later stage needs (the output, the launcher, the timed samples).
 The stages, in order: availability, ledger, build-and-check (with the kernels' resources), peers, timing,
@@ -74,7 +74,7 @@ class Check:
     notes: Mapping[str, Any] = field(default_factory=dict)
     """What the launcher reported about itself while it ran (`suite.core.registry.notes`), kept in `extra`."""
     rebuild: Callable[[int], Callable[[], None]] | None = None
-    """The launcher built again on a fresh set of buffers for timing block b (`suite.run.check.rebuilder`)."""
+    """The launcher built again on a fresh set of buffers for timing block b (`suite.run.honesty.rebuilder`)."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class Memory:
 
 @dataclass(frozen=True)
 class MemoryComparison:
-    """Peak bytes against the baseline (and the rival): ratio, saving and verdict (`suite.run.memory`)."""
+    """Peak bytes against the baseline (and the rival): ratio, saving and verdict (`suite.run.peak_memory`)."""
 
     memory_ratio: float | None = None
     memory_saved_mib: float | None = None
