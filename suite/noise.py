@@ -31,14 +31,19 @@ DEFAULT = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax", "bac
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"noise: {message}; usage: python -m suite noise [--threshold PCT] [--out DIR] "
-                          "[--runs A B] [-- OVERRIDES]")  # fmt: skip
+        raise ConfigError(
+            f"noise: {message}; usage: python -m suite noise [--threshold PCT] [--out DIR] [--runs A B] [-- OVERRIDES]"
+        )
 
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m suite noise", description="Measure this machine's noise floor with an A/A run.")
-    p.add_argument("--threshold", default=str(compare.DEFAULT_THRESHOLD), metavar="PCT",
-                   help="the compare threshold to count flagged rows at (default 5)")  # fmt: skip
+    p.add_argument(
+        "--threshold",
+        default=str(compare.DEFAULT_THRESHOLD),
+        metavar="PCT",
+        help="the compare threshold to count flagged rows at (default 5)",
+    )
     p.add_argument("--out", metavar="DIR", help="where the two runs and noise.md go (default results/noise_<time>)")
     p.add_argument("--runs", nargs=2, metavar=("A", "B"), help="two finished runs to read instead of running")
     return p

@@ -131,8 +131,12 @@ class Cupy(Backend):
     def loaded_attributes(self, live: Any) -> dict[str, int]:
         """What the driver reports for the loaded function (`RawKernel.attributes`)."""
         a = live.attributes
-        return {"regs": int(a["num_regs"]), "local_bytes": int(a["local_size_bytes"]),
-                "smem_bytes": int(a["shared_size_bytes"]), "max_threads_per_block": int(a["max_threads_per_block"])}  # fmt: skip
+        return {
+            "regs": int(a["num_regs"]),
+            "local_bytes": int(a["local_size_bytes"]),
+            "smem_bytes": int(a["shared_size_bytes"]),
+            "max_threads_per_block": int(a["max_threads_per_block"]),
+        }
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """The suite's shared stream as CuPy's current stream (entered per launch); nothing to honour without a GPU."""

@@ -36,9 +36,19 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     (block, threads), dtype = geometry(cols, params, opts), np.dtype(out.dtype).name
     env = dict(inputs) | {"h": out[0], "y": out[1]}
     placeholder = TARGET.empty((1,), "float32")
-    steps = list(walk(STEPS, env, stats=ROW_STATS, stat=lambda: TARGET.empty((rows,), "float32"),
-                      matrix=lambda: TARGET.empty((rows, cols), dtype)))  # fmt: skip
-    add = (_compiled(add_source(dtype, block, threads), threads), (rows, cdiv(cols, block)),
-           (env["x"], env["residual"], env["h"], np.int64(cols)))  # fmt: skip
+    steps = list(
+        walk(
+            STEPS,
+            env,
+            stats=ROW_STATS,
+            stat=lambda: TARGET.empty((rows,), "float32"),
+            matrix=lambda: TARGET.empty((rows, cols), dtype),
+        )
+    )
+    add = (
+        _compiled(add_source(dtype, block, threads), threads),
+        (rows, cdiv(cols, block)),
+        (env["x"], env["residual"], env["h"], np.int64(cols)),
+    )
     norm = [_step(st, env, dtype, block, threads, placeholder) for st in steps[1:]]
     return _launcher([add, *norm], block, threads, opts)

@@ -61,8 +61,10 @@ def fused_source(dtype: str, block: int, threads: int) -> tuple[str, str]:
     """(CUDA source, kernel name) of the fused kernel for chunks of `block` columns and `threads` threads."""
     name = f"add_rmsnorm_fused_{dtype}_b{block}_t{threads}"
     t = CTYPES[dtype]
-    params = (f"const {t}* __restrict__ x, const {t}* __restrict__ r, const {t}* __restrict__ w, "
-              f"{t}* __restrict__ h, {t}* __restrict__ y")  # fmt: skip
+    params = (
+        f"const {t}* __restrict__ x, const {t}* __restrict__ r, const {t}* __restrict__ w, "
+        f"{t}* __restrict__ h, {t}* __restrict__ y"
+    )
     shape = _shape(dtype, block, threads)
     return CONVERSIONS + REDUCTIONS + HEAD.format(name=name, params=params, **shape) + FUSED_BODY.format(**shape), name
 

@@ -59,8 +59,10 @@ def _launcher(launches: list[tuple[Any, tuple, tuple, tuple]], opts: dict) -> La
                 k(grid, block, args)
 
     # the tiles are the case's and each kernel's threads follow from them (2·BM; the softmax ROWS·ROW_THREADS)
-    kernels = {getattr(k, "name", f"kernel{i}"): {"grid": list(grid), "block": list(block)}
-               for i, (k, grid, block, _) in enumerate(launches)}  # fmt: skip
+    kernels = {
+        getattr(k, "name", f"kernel{i}"): {"grid": list(grid), "block": list(block)}
+        for i, (k, grid, block, _) in enumerate(launches)
+    }
     return Launch(launch, notes={"launch": {**kernels, "chosen_by": "tile"}})
 
 

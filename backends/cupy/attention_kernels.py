@@ -275,7 +275,13 @@ def shared_bytes(block_m: int, block_n: int) -> int:
 
 def source(params: dict, dtype: str, prelude: str = DEVICE_PRELUDE) -> str:
     """The CUDA source of the four kernels for one tile shape, head_dim, mask and dtype."""
-    config = CONFIG.format(block_m=int(params["block_m"]), block_n=int(params["block_n"]),
-                           head_dim=int(params["head_dim"]), causal=int(bool(params["causal"])),
-                           row_threads=ROW_THREADS, rows=ROWS, ctype=CTYPES[dtype])  # fmt: skip
+    config = CONFIG.format(
+        block_m=int(params["block_m"]),
+        block_n=int(params["block_n"]),
+        head_dim=int(params["head_dim"]),
+        causal=int(bool(params["causal"])),
+        row_threads=ROW_THREADS,
+        rows=ROWS,
+        ctype=CTYPES[dtype],
+    )
     return prelude + config + TILES + KERNELS

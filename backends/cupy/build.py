@@ -55,8 +55,16 @@ def build(
     return kernel
 
 
-def record_cupy(source: str, kernel: str, options: Sequence[str], threads: int, *, name: str | None = None,
-                live: Any = None, dynamic_smem: int = 0) -> None:  # fmt: skip
+def record_cupy(
+    source: str,
+    kernel: str,
+    options: Sequence[str],
+    threads: int,
+    *,
+    name: str | None = None,
+    live: Any = None,
+    dynamic_smem: int = 0,
+) -> None:
     """Record a CuPy RawKernel: recipe fields `source`, `kernel` (the extern "C" name) and `options` (NVRTC
     options besides -arch and -Xptxas=-v). `live` is read for its attributes where it is a loaded RawKernel."""
     if not active():

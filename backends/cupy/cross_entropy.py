@@ -94,8 +94,12 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
     losses = TARGET.empty((tokens,), "float32")
     logp = TARGET.empty(x.shape, dtype) if "log_softmax" in names else None
     t, v = np.int64(tokens), np.int64(vocab)
-    plan = {"rows": (tokens, (x, targets, losses, v)), "log_softmax": (tokens, (x, logp, v)),
-            "gather": (-(-tokens // threads), (logp, targets, losses, t, v)), "mean": (1, (losses, targets, out, t))}  # fmt: skip
+    plan = {
+        "rows": (tokens, (x, targets, losses, v)),
+        "log_softmax": (tokens, (x, logp, v)),
+        "gather": (-(-tokens // threads), (logp, targets, losses, t, v)),
+        "mean": (1, (losses, targets, out, t)),
+    }
     launches = [(build(*source(name, dtype), threads=threads), plan[name][0], plan[name][1]) for name in names]
     context = BACKEND.launch_stream(opts.get("stream"))
 

@@ -23,9 +23,13 @@ from suite.kit.launch_shape import block_chosen_by, flat_threads, launch_notes
 
 
 def _compiled(
-    kind: str, dtype: str, threads: int, tile: tuple[int, int, int] = (0, 0, 0), epilogue: bool = False,
+    kind: str,
+    dtype: str,
+    threads: int,
+    tile: tuple[int, int, int] = (0, 0, 0),
+    epilogue: bool = False,
     dynamic_smem: int = 0,
-) -> Any:  # fmt: skip
+) -> Any:
     """The built kernel (cached by `build`), recorded with its block size for the resource report."""
     return build(*source(kind, dtype, tile, epilogue), threads=threads, dynamic_smem=dynamic_smem)
 

@@ -250,9 +250,15 @@ def launch_config(m: int, n: int, tile: list[int]) -> dict[str, Any]:
     """What the tiled kernel is launched with for an M×N output (the row's `extra` records it)."""
     bm, bn, bk = tile
     tm, tn = thread_tile(bm, bn)
-    return {"block_tile": [bm, bn, bk], "thread_tile": [tm, tn], "threads": [bn // tn, bm // tm],
-            "threads_per_block": (bn // tn) * (bm // tm), "grid": [cdiv(n, bn), cdiv(m, bm)],
-            "smem_stages": STAGES, "dynamic_smem_bytes": smem_bytes(bm, bn, bk)}  # fmt: skip
+    return {
+        "block_tile": [bm, bn, bk],
+        "thread_tile": [tm, tn],
+        "threads": [bn // tn, bm // tm],
+        "threads_per_block": (bn // tn) * (bm // tm),
+        "grid": [cdiv(n, bn), cdiv(m, bm)],
+        "smem_stages": STAGES,
+        "dynamic_smem_bytes": smem_bytes(bm, bn, bk),
+    }
 
 
 def refusal(tile: list[int]) -> str:
@@ -279,8 +285,20 @@ def body(kind: str, dtype: str, tile: tuple[int, int, int] = (0, 0, 0), epilogue
     bm, bn, bk = tile
     tm, tn = thread_tile(bm, bn)
     name = f"matmul_tiled_{bm}x{bn}x{bk}_{dtype}{'_bias_gelu' if epilogue else ''}"
-    text = TILED.format(name=name, T=T, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, vm=min(4, tm), vn=min(4, tn), pad=PAD,
-                        stages=STAGES, epilogue=BIAS_GELU if epilogue else "")  # fmt: skip
+    text = TILED.format(
+        name=name,
+        T=T,
+        bm=bm,
+        bn=bn,
+        bk=bk,
+        tm=tm,
+        tn=tn,
+        vm=min(4, tm),
+        vn=min(4, tn),
+        pad=PAD,
+        stages=STAGES,
+        epilogue=BIAS_GELU if epilogue else "",
+    )
     return VECTOR_IO + text, name
 
 

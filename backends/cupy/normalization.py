@@ -84,8 +84,13 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     (block, threads), dtype = geometry(cols, params, opts), np.dtype(out.dtype).name
     env = dict(inputs) | {"y": out}
     placeholder = TARGET.empty((1,), "float32")
-    steps = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: TARGET.empty((rows,), "float32"),
-                 matrix=lambda: TARGET.empty((rows, cols), dtype))  # fmt: skip
+    steps = walk(
+        DECOMPOSITIONS[op],
+        env,
+        stats=ROW_STATS,
+        stat=lambda: TARGET.empty((rows,), "float32"),
+        matrix=lambda: TARGET.empty((rows, cols), dtype),
+    )
     return _launcher([_step(st, env, dtype, block, threads, placeholder) for st in steps], block, threads, opts)
 
 

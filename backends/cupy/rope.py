@@ -103,8 +103,9 @@ def _launcher(launches: list[tuple[Any, tuple]], tokens: int, threads: int, opts
 def _sizes(params: dict) -> tuple[int, Any, Any, Any, Any]:
     """tokens, and heads, kv_heads, seq_len, head_dim/2 as the kernels' 64-bit arguments."""
     tokens = params["batch"] * params["seq_len"]
-    return tokens, *(np.int64(v) for v in (params["heads"], params["kv_heads"], params["seq_len"],
-                                           params["head_dim"] // 2))  # fmt: skip
+    return tokens, *(
+        np.int64(v) for v in (params["heads"], params["kv_heads"], params["seq_len"], params["head_dim"] // 2)
+    )
 
 
 @kernel(scenario="rope", backend="cupy", variant="fused", device="cuda")

@@ -54,16 +54,20 @@ class Liger(Triton):
 def needs_gpu(what: str) -> None:
     """Raise `Unsupported` under Triton's interpreter for a Liger kernel that casts a scalar argument in-kernel."""
     if interpreting():
-        raise Unsupported(f"Liger's {what} kernel casts a scalar argument in-kernel, which Triton's interpreter "
-                          "cannot run: checked on a GPU only")  # fmt: skip
+        raise Unsupported(
+            f"Liger's {what} kernel casts a scalar argument in-kernel, which Triton's interpreter "
+            "cannot run: checked on a GPU only"
+        )
 
 
 def bfloat16_arithmetic(what: str, dtype: object) -> None:
     """Raise `Unsupported` under Triton's interpreter for a Liger kernel that computes in bfloat16 itself: the
     interpreter holds bfloat16 as uint16 and its arithmetic then works on the bit patterns (NaNs and garbage)."""
     if interpreting() and str(dtype).endswith("bfloat16"):
-        raise Unsupported(f"Liger's {what} kernel computes in bfloat16, which Triton's interpreter does on the "
-                          "16-bit patterns: checked on a GPU only")  # fmt: skip
+        raise Unsupported(
+            f"Liger's {what} kernel computes in bfloat16, which Triton's interpreter does on the "
+            "16-bit patterns: checked on a GPU only"
+        )
 
 
 TARGET = LigerTarget()

@@ -32,8 +32,24 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     mode = liger._str_to_casting_mode["llama"]
     mode = getattr(mode, "value", mode)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
-    args = (y, y.stride(0), h, h.stride(0), x, x.stride(0), res, res.stride(0), w, w.stride(0), rstd, rstd.stride(0),
-            cols, EPS, 0.0, mode)  # fmt: skip
+    args = (
+        y,
+        y.stride(0),
+        h,
+        h.stride(0),
+        x,
+        x.stride(0),
+        res,
+        res.stride(0),
+        w,
+        w.stride(0),
+        rstd,
+        rstd.stride(0),
+        cols,
+        EPS,
+        0.0,
+        mode,
+    )
 
     def launch() -> None:
         with on_stream():

@@ -35,10 +35,37 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     losses = torch.zeros(tokens, dtype=x.dtype, device=x.device)  # ignored tokens' stay 0, as Liger's do
     counted = int((targets != IGNORE_INDEX).sum())
     block = min(MAX_FUSED_SIZE, triton.next_power_of_2(vocab))
-    args = (x, x.stride(0), targets, targets.stride(0), x, losses, losses, losses.stride(0), losses, 0, losses, 0,
-            vocab, counted, counted, 0.0, IGNORE_INDEX, 0.0, 0.0, "mean", None)  # fmt: skip
-    flags = {"RETURN_Z_LOSS": False, "RETURN_TOKEN_ACCURACY": False, "RETURN_PREDICTED_TOKENS": False,
-             "HAS_WEIGHT": False, "HAS_SOFTCAPPING": False, "HAS_GRADIENTS": False}  # fmt: skip
+    args = (
+        x,
+        x.stride(0),
+        targets,
+        targets.stride(0),
+        x,
+        losses,
+        losses,
+        losses.stride(0),
+        losses,
+        0,
+        losses,
+        0,
+        vocab,
+        counted,
+        counted,
+        0.0,
+        IGNORE_INDEX,
+        0.0,
+        0.0,
+        "mean",
+        None,
+    )
+    flags = {
+        "RETURN_Z_LOSS": False,
+        "RETURN_TOKEN_ACCURACY": False,
+        "RETURN_PREDICTED_TOKENS": False,
+        "HAS_WEIGHT": False,
+        "HAS_SOFTCAPPING": False,
+        "HAS_GRADIENTS": False,
+    }
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:

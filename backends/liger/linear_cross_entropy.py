@@ -30,8 +30,9 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
 
     def launch() -> None:
         with on_stream(), torch.no_grad():
-            loss = fused_linear_cross_entropy_forward(h, head, targets, ignore_index=IGNORE_INDEX,
-                                                      compute_gradients=False, weight_requires_grad=False)[0]  # fmt: skip
+            loss = fused_linear_cross_entropy_forward(
+                h, head, targets, ignore_index=IGNORE_INDEX, compute_gradients=False, weight_requires_grad=False
+            )[0]
             out.copy_(loss.reshape(1))
 
     return launch

@@ -31,8 +31,27 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     kv = k.shape[2]
     q_out, k_out = out[:, :, :heads], out[:, :, heads:]
     pad = triton.next_power_of_2
-    args = (q_out, out.stride(1), k_out, out.stride(1), cos, cos.stride(0), sin, sin.stride(0), seq_len, batch, 1,
-            heads, kv, d, pad(heads), pad(kv), pad(d), pad(d), d)  # fmt: skip
+    args = (
+        q_out,
+        out.stride(1),
+        k_out,
+        out.stride(1),
+        cos,
+        cos.stride(0),
+        sin,
+        sin.stride(0),
+        seq_len,
+        batch,
+        1,
+        heads,
+        kv,
+        d,
+        pad(heads),
+        pad(kv),
+        pad(d),
+        pad(d),
+        d,
+    )
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:

@@ -29,7 +29,8 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
 
     def launch() -> None:
         with on_stream():
-            _swiglu_forward_kernel[(rows,)](a, b, out, out.stride(-2), 1.0, n_cols=cols, BLOCK_SIZE=block,
-                                            num_warps=warps)  # fmt: skip
+            _swiglu_forward_kernel[(rows,)](
+                a, b, out, out.stride(-2), 1.0, n_cols=cols, BLOCK_SIZE=block, num_warps=warps
+            )
 
     return launch

@@ -168,8 +168,12 @@ class Numba(Backend):
 
     def loaded_attributes(self, live: Any) -> dict[str, int]:
         """The compiled kernel's regs_per_thread, local_mem_per_thread, shared_mem_per_block, max_threads_per_block."""
-        return {"regs": int(live.regs_per_thread), "local_bytes": int(live.local_mem_per_thread),
-                "smem_bytes": int(live.shared_mem_per_block), "max_threads_per_block": int(live.max_threads_per_block)}  # fmt: skip
+        return {
+            "regs": int(live.regs_per_thread),
+            "local_bytes": int(live.local_mem_per_thread),
+            "smem_bytes": int(live.shared_mem_per_block),
+            "max_threads_per_block": int(live.max_threads_per_block),
+        }
 
     def launch_stream(self, handle: int | None) -> Callable[[], contextlib.AbstractContextManager]:
         """A context giving the shared stream as a Numba stream on a GPU; the simulator has no streams."""

@@ -56,5 +56,6 @@ def build(recipe: Mapping[str, Any]) -> Build:
     max_registers = options.pop("max_registers", None) or target_options.get("max_registers")
     ptx = compile_ptx(pyfunc, f"void({', '.join(recipe['arg_types'])})", ARCH, **options)
     entry = re.search(r"\.entry\s+([\w$.]+)", ptx)
-    return Build(entry.group(1) if entry else None, ptx=ptx, prefer="nvjitlink", max_registers=max_registers,
-                 module_shared=True)  # fmt: skip
+    return Build(
+        entry.group(1) if entry else None, ptx=ptx, prefer="nvjitlink", max_registers=max_registers, module_shared=True
+    )

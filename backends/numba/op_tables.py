@@ -30,8 +30,12 @@ def op_table(math: str) -> dict[str, Callable[[float], float]]:
         return OPS
     if math != "fast":
         raise ValueError(f"unknown math mode {math!r}; valid: {', '.join(MATH)}")
-    fast = {"tanh": fast_math.tanh_fast, "sigmoid": fast_math.sigmoid_fast, "silu": fast_math.silu_fast,
-            "gelu": fast_math.gelu_fast}  # fmt: skip
+    fast = {
+        "tanh": fast_math.tanh_fast,
+        "sigmoid": fast_math.sigmoid_fast,
+        "silu": fast_math.silu_fast,
+        "gelu": fast_math.gelu_fast,
+    }
     assert fast.keys() == LONG_OPS
     return {**OPS, **fast}
 

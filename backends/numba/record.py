@@ -41,8 +41,16 @@ def numba_arg_type(value: Any) -> str:
     raise TypeError(f"cannot derive a Numba type for {type(value).__name__}")
 
 
-def record_numba(factory: Sequence[Any], arg_types: Sequence[Any], threads: int, *, name: str | None = None,
-                 compiled: Any = None, dynamic_smem: int = 0, **options: Any) -> None:  # fmt: skip
+def record_numba(
+    factory: Sequence[Any],
+    arg_types: Sequence[Any],
+    threads: int,
+    *,
+    name: str | None = None,
+    compiled: Any = None,
+    dynamic_smem: int = 0,
+    **options: Any,
+) -> None:
     """Record a Numba CUDA kernel: `factory` = (module, attribute, args) gives its Python function or
     `@cuda.jit` dispatcher; `arg_types` are Numba type strings ("float32[::1]") or the launch's arrays and
     scalars. `compiled` is the dispatcher's compiled kernel for these types on a GPU (`dispatcher.compile(sig)`),

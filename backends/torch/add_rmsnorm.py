@@ -35,8 +35,15 @@ def eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -
     """One torch op per step (a step torch has no single op for as the rmsnorm family's), into buffers."""
     x = inputs["x"]
     env: dict[str, Any] = {**inputs, "h": out[0], "y": out[1]}
-    steps = list(walk(STEPS, env, stats=ROW_STATS, matrix=lambda: torch.empty_like(x),
-                      stat=lambda: torch.empty(x.shape[0], dtype=torch.float32, device=x.device)))  # fmt: skip
+    steps = list(
+        walk(
+            STEPS,
+            env,
+            stats=ROW_STATS,
+            matrix=lambda: torch.empty_like(x),
+            stat=lambda: torch.empty(x.shape[0], dtype=torch.float32, device=x.device),
+        )
+    )
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:

@@ -115,8 +115,14 @@ class Compiled:
     """The launcher of a compiled decomposition: the first call compiles and records what Inductor made
     (`notes`), every later call only runs it."""
 
-    def __init__(self, fn: Callable[..., None], args: tuple[Any, ...], out: torch.Tensor,
-                 opts: Mapping[str, Any], context: Callable[[], contextlib.AbstractContextManager]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fn: Callable[..., None],
+        args: tuple[Any, ...],
+        out: torch.Tensor,
+        opts: Mapping[str, Any],
+        context: Callable[[], contextlib.AbstractContextManager],
+    ) -> None:
         mode = opts.get("mode") or "default"
         self.compiled = torch.compile(fn, mode=mode, dynamic=bool(opts.get("dynamic", False)), fullgraph=True)
         self.args, self.out_elements, self.context = args, out.numel(), context
@@ -160,8 +166,13 @@ class Compiled:
         }
 
 
-def compiled(fn: Callable[..., None], args: tuple[Any, ...], out: torch.Tensor, opts: Mapping[str, Any],
-             context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Launch:  # fmt: skip
+def compiled(
+    fn: Callable[..., None],
+    args: tuple[Any, ...],
+    out: torch.Tensor,
+    opts: Mapping[str, Any],
+    context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> Launch:
     """A launch running `fn(*args)` (which writes `out`) through torch.compile with the backend's options; its notes
     say, after the first call, what the compiler generated."""
     run = Compiled(fn, args, out, opts, context)

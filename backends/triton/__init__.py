@@ -89,11 +89,23 @@ class Triton(Backend):
     name = "triton"
     packages = ("triton",)
     options = (
-        Option("block", "elements per program of the elementwise kernels; default: per shape (1024, fewer for "
-               "a small n)", None, low=16, high=65536, power_of_two=True),
-        Option("num_warps", "warps per program; default: per shape, each kernel's choice for its tile", None, low=1,
-               high=32, power_of_two=True),
-    )  # fmt: skip
+        Option(
+            "block",
+            "elements per program of the elementwise kernels; default: per shape (1024, fewer for a small n)",
+            None,
+            low=16,
+            high=65536,
+            power_of_two=True,
+        ),
+        Option(
+            "num_warps",
+            "warps per program; default: per shape, each kernel's choice for its tile",
+            None,
+            low=1,
+            high=32,
+            power_of_two=True,
+        ),
+    )
     compile_isolated = True
 
     def compile(self, recipe: Mapping[str, Any]) -> Build:

@@ -75,8 +75,15 @@ def unfused(inputs: dict, out: torch.Tensor, params: dict, opts: dict) -> Launch
     rows, cols = out.shape[1], out.shape[2]
     tile = chunk_columns(cols, int(params["tile"]))
     env = dict(inputs) | {"h": out[0], "y": out[1]}
-    steps = list(walk(STEPS, env, stats=ROW_STATS, matrix=lambda: out.new_empty((rows, cols)),
-                      stat=lambda: torch.empty(rows, dtype=torch.float32, device=out.device)))  # fmt: skip
+    steps = list(
+        walk(
+            STEPS,
+            env,
+            stats=ROW_STATS,
+            matrix=lambda: out.new_empty((rows, cols)),
+            stat=lambda: torch.empty(rows, dtype=torch.float32, device=out.device),
+        )
+    )
     add = (_residual_add, (rows, cdiv(cols, tile)), (env["x"], env["residual"], env["h"], cols), {})
     norm = [step_launch(st.op, env, st.reads, st.writes, rows, cols, tile) for st in steps[1:]]
     return _launcher([add, *norm], tile, opts)

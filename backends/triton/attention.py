@@ -45,13 +45,27 @@ def _tile_ptrs(base, rows, dims, HEAD_DIM: tl.constexpr):
 
 
 @triton.jit
-def _scores(q, K, n0, end, rows, dims, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-            BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+def _scores(
+    q,
+    K,
+    n0,
+    end,
+    rows,
+    dims,
+    scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     """The scaled score tile q·K[n0:n0+BLOCK_N]ᵀ/√d, -inf where masked; and its keys and visibility mask."""
     keys = n0 + tl.arange(0, BLOCK_N)
     kmask = keys < end
-    kt = tl.load(K + keys.to(tl.int64)[None, :] * HEAD_DIM + dims[:, None],
-                 mask=kmask[None, :] & (dims < HEAD_DIM)[:, None], other=0.0)  # fmt: skip
+    kt = tl.load(
+        K + keys.to(tl.int64)[None, :] * HEAD_DIM + dims[:, None],
+        mask=kmask[None, :] & (dims < HEAD_DIM)[:, None],
+        other=0.0,
+    )
     s = tl.dot(q, kt, input_precision=PRECISION) * scale
     visible = kmask[None, :] & (rows[:, None] >= 0)
     if CAUSAL:
@@ -68,8 +82,20 @@ def _key_end(q0, seq_len, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _flash_kernel(Q, K, V, Out, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+def _flash_kernel(
+    Q,
+    K,
+    V,
+    Out,
+    seq_len,
+    scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     q0 = tl.program_id(0) * BLOCK_M
     off = tl.program_id(1).to(tl.int64) * seq_len * HEAD_DIM
     rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
@@ -85,8 +111,11 @@ def _flash_kernel(Q, K, V, Out, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: 
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new[:, None])
         den = den * alpha + tl.sum(p, 1)
-        v = tl.load(_tile_ptrs(V + off, keys, dims, HEAD_DIM), mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
-                    other=0.0)  # fmt: skip
+        v = tl.load(
+            _tile_ptrs(V + off, keys, dims, HEAD_DIM),
+            mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
+            other=0.0,
+        )
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m = m_new
     out = acc / den[:, None]
@@ -94,15 +123,27 @@ def _flash_kernel(Q, K, V, Out, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: 
 
 
 @triton.jit
-def _scores_kernel(Q, K, S, seq_len, scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+def _scores_kernel(
+    Q,
+    K,
+    S,
+    seq_len,
+    scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     q0 = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     off = bh * seq_len * HEAD_DIM
     rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
     in_rows = rows < seq_len
-    q = tl.load(_tile_ptrs(Q + off, rows, dims, HEAD_DIM), mask=in_rows[:, None] & (dims < HEAD_DIM)[None, :],
-                other=0.0)  # fmt: skip
+    q = tl.load(
+        _tile_ptrs(Q + off, rows, dims, HEAD_DIM), mask=in_rows[:, None] & (dims < HEAD_DIM)[None, :], other=0.0
+    )
     s_base = S + bh * seq_len * seq_len + rows.to(tl.int64)[:, None] * seq_len
     end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
     for n0 in range(0, end, BLOCK_N):
@@ -135,8 +176,18 @@ def _softmax_kernel(S, P, seq_len, CAUSAL: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _pv_kernel(P, V, Out, seq_len, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
+def _pv_kernel(
+    P,
+    V,
+    Out,
+    seq_len,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     q0 = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     off = bh * seq_len * HEAD_DIM
@@ -151,8 +202,11 @@ def _pv_kernel(P, V, Out, seq_len, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
         if CAUSAL:
             visible = visible & (keys[None, :] <= rows[:, None])
         p = tl.load(p_base + keys[None, :], mask=visible, other=0.0)
-        v = tl.load(_tile_ptrs(V + off, keys, dims, HEAD_DIM), mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
-                    other=0.0)  # fmt: skip
+        v = tl.load(
+            _tile_ptrs(V + off, keys, dims, HEAD_DIM),
+            mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
+            other=0.0,
+        )
         acc += tl.dot(p, v, input_precision=PRECISION)
     tl.store(_tile_ptrs(Out + off, rows, dims, HEAD_DIM), acc.to(Out.dtype.element_ty), mask=io_mask)
 
@@ -189,8 +243,9 @@ def tiled_options(consts: dict[str, Any], dtype: str, opts: dict) -> dict[str, i
     return attention_config(consts["BLOCK_M"], consts["BLOCK_N"], consts["BLOCK_D"], dtype, opts)
 
 
-def _fit(fn: Any, grid: tuple[int, ...], args: tuple, consts: dict[str, Any],
-         launch_opts: dict[str, int]) -> tuple[Any, dict[str, int]]:  # fmt: skip
+def _fit(
+    fn: Any, grid: tuple[int, ...], args: tuple, consts: dict[str, Any], launch_opts: dict[str, int]
+) -> tuple[Any, dict[str, int]]:
     """Compile a step (a no-op in the interpreter); the compiled kernel and the launch options that fit this GPU.
 
     A kernel over the shared memory a block may opt in to is compiled again a pipeline stage fewer (one stage
@@ -265,10 +320,10 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
     tiled_opts = tiled_options(consts, _dtype(out), opts)
     block = softmax_block(seq_len)
+    row_consts, row_opts = {"CAUSAL": consts["CAUSAL"], "BLOCK": block}, {"num_warps": row_warps(block, opts)}
     steps: list[Step] = [
         (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts, tiled_opts),
-        (_softmax_kernel, rows, (s, p, seq_len), {"CAUSAL": consts["CAUSAL"], "BLOCK": block},
-         {"num_warps": row_warps(block, opts)}),
+        (_softmax_kernel, rows, (s, p, seq_len), row_consts, row_opts),
         (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts, tiled_opts),
-    ]  # fmt: skip
+    ]
     return _launcher(steps, opts)

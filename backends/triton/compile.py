@@ -64,5 +64,11 @@ def build(recipe: Mapping[str, Any]) -> Build:
     ptxas = None
     with contextlib.suppress(Exception):  # then nvJitLink assembles it, or another ptxas
         ptxas = ptxas_path(capability)
-    return Build(getattr(meta, "name", None), ptx=kernel.asm["ptx"], extra_smem=int(getattr(meta, "shared", 0) or 0),
-                 prefer="ptxas", ptxas=ptxas, ptxas_options=_ptxas_options(meta))  # fmt: skip
+    return Build(
+        getattr(meta, "name", None),
+        ptx=kernel.asm["ptx"],
+        extra_smem=int(getattr(meta, "shared", 0) or 0),
+        prefer="ptxas",
+        ptxas=ptxas,
+        ptxas_options=_ptxas_options(meta),
+    )

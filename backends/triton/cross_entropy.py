@@ -114,8 +114,10 @@ def launcher(launches: list[Step], tile: int, opts: dict) -> Launcher:
 def fused_launches(x: Any, targets: Any, losses: Any, out: Any, tile: int) -> list[Step]:
     """The fused row kernel and the mean, for logits x (tokens × vocab) into out[0]."""
     tokens, vocab = x.shape
-    return [(_ce_rows, (tokens,), (x, targets, losses, vocab), {"TILE": tile}),
-            (_mean, (1,), (losses, targets, out, tokens), {"BLOCK": MEAN_BLOCK})]  # fmt: skip
+    return [
+        (_ce_rows, (tokens,), (x, targets, losses, vocab), {"TILE": tile}),
+        (_mean, (1,), (losses, targets, out, tokens), {"BLOCK": MEAN_BLOCK}),
+    ]
 
 
 @kernel(scenario="cross_entropy", backend="triton", variant="fused", device="cuda")
@@ -131,8 +133,9 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     x, targets = inputs["logits"], inputs["targets"]
     (tokens, vocab), tile = x.shape, chunk_columns(x.shape[1], int(params["tile"]))
     logp, losses = torch.empty_like(x), torch.empty(tokens, dtype=torch.float32, device=x.device)
-    launches = [(_log_softmax, (tokens,), (x, logp, vocab), {"TILE": tile}),
-                (_gather, (triton.cdiv(tokens, MEAN_BLOCK),), (logp, targets, losses, tokens, vocab),
-                 {"BLOCK": MEAN_BLOCK}),
-                (_mean, (1,), (losses, targets, out, tokens), {"BLOCK": MEAN_BLOCK})]  # fmt: skip
+    launches = [
+        (_log_softmax, (tokens,), (x, logp, vocab), {"TILE": tile}),
+        (_gather, (triton.cdiv(tokens, MEAN_BLOCK),), (logp, targets, losses, tokens, vocab), {"BLOCK": MEAN_BLOCK}),
+        (_mean, (1,), (losses, targets, out, tokens), {"BLOCK": MEAN_BLOCK}),
+    ]
     return launcher(launches, tile, opts)

@@ -76,8 +76,10 @@ def shared_memory_problem(shared: int, limit: int, stages: int) -> str | None:
     are the remedy a user has (the stages follow from them, `attention_config`)."""
     if shared <= limit:
         return None
-    return (f"needs {shared:,} bytes of shared memory per block at num_stages={stages}, over the {limit:,} a block "
-            f"can opt in to on this GPU; use smaller block_m or block_n")  # fmt: skip
+    return (
+        f"needs {shared:,} bytes of shared memory per block at num_stages={stages}, over the {limit:,} a block "
+        f"can opt in to on this GPU; use smaller block_m or block_n"
+    )
 
 
 def _warps_for_block(block: int) -> int:

@@ -38,8 +38,13 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
     for a, b in chunks(tokens, chunk):
         part = logits[: b - a]
         args = (part, targets[a:b], losses[a:b], vocab)
-        record_triton(_ce_rows, args, {"TILE": tile}, warps,
-                      compiled=_ce_rows.warmup(*args, num_warps=warps, grid=(b - a,), TILE=tile))  # fmt: skip
+        record_triton(
+            _ce_rows,
+            args,
+            {"TILE": tile},
+            warps,
+            compiled=_ce_rows.warmup(*args, num_warps=warps, grid=(b - a,), TILE=tile),
+        )
         steps.append((h[a:b], part, args))
     mean_args = (losses, targets, out, tokens)
     _mean.warmup(*mean_args, num_warps=warps, grid=(1,), BLOCK=MEAN_BLOCK)

@@ -34,8 +34,9 @@ EPILOGUE_BLOCK = 1024
 
 
 @triton.jit
-def _tiled_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                  EPILOGUE: tl.constexpr):  # fmt: skip
+def _tiled_kernel(
+    a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EPILOGUE: tl.constexpr
+):
     rm = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
     rn = tl.program_id(1).to(tl.int64) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)

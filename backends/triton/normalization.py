@@ -219,8 +219,9 @@ def num_warps(tile: int, opts: dict) -> int:
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
 
 
-def step_launch(op: str, env: dict[str, Any], reads: tuple[str, ...], writes: str, rows: int, cols: int,
-                tile: int) -> Step:  # fmt: skip
+def step_launch(
+    op: str, env: dict[str, Any], reads: tuple[str, ...], writes: str, rows: int, cols: int, tile: int
+) -> Step:
     """(kernel, grid, args, constexprs) of one step of the decomposition."""
     chunks = (rows, cdiv(cols, tile))
     src, dst = env[reads[0]], env[writes]
@@ -264,8 +265,13 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     rows, cols = out.shape[0], out.shape[1]
     tile = chunk_columns(cols, int(params["tile"]))  # TILE of the launch
     env = dict(inputs) | {"y": out}
-    steps = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, matrix=lambda: out.new_empty(out.shape),
-                 stat=lambda: torch.empty(rows, dtype=torch.float32, device=out.device))  # fmt: skip
+    steps = walk(
+        DECOMPOSITIONS[op],
+        env,
+        stats=ROW_STATS,
+        matrix=lambda: out.new_empty(out.shape),
+        stat=lambda: torch.empty(rows, dtype=torch.float32, device=out.device),
+    )
     return _launcher([step_launch(st.op, env, st.reads, st.writes, rows, cols, tile) for st in steps], tile, opts)
 
 

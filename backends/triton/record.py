@@ -39,8 +39,15 @@ def _arg_type(value: Any) -> tuple[str, bool]:
     raise TypeError(f"cannot derive a Triton type for {type(value).__name__}")
 
 
-def _spec(kernel: Any, args: Any, constexprs: Mapping[str, Any], num_warps: int,
-                 factory: Sequence[Any] | None, name: str | None, options: Mapping[str, Any]) -> KernelSpec:  # fmt: skip
+def _spec(
+    kernel: Any,
+    args: Any,
+    constexprs: Mapping[str, Any],
+    num_warps: int,
+    factory: Sequence[Any] | None,
+    name: str | None,
+    options: Mapping[str, Any],
+) -> KernelSpec:
     kernel = _jit_function(kernel)  # an autotuned or heuristics-wrapped kernel: the jitted function inside
     fn = kernel.fn
     params = inspect.signature(fn).parameters
@@ -70,8 +77,13 @@ def _spec(kernel: Any, args: Any, constexprs: Mapping[str, Any], num_warps: int,
                 divisible.append(i)
     opts = {"num_warps": int(num_warps), **options}
     shown = ", ".join(f"{k}={v}" for k, v in consts)
-    recipe = (("factory", recorded_factory(factory)), ("signature", pairs(signature)), ("constexprs", pairs(consts)),
-              ("divisible", tuple(divisible)), ("options", pairs(sorted(opts.items()))))  # fmt: skip
+    recipe = (
+        ("factory", recorded_factory(factory)),
+        ("signature", pairs(signature)),
+        ("constexprs", pairs(consts)),
+        ("divisible", tuple(divisible)),
+        ("options", pairs(sorted(opts.items()))),
+    )
     return KernelSpec("triton", name or f"{fn.__name__}[{shown}]", int(num_warps) * 32, recipe)
 
 
@@ -97,9 +109,17 @@ def _param_name(params: Mapping[str, Any], p: Any) -> str:
     return list(params)[p] if isinstance(p, int) else str(p)
 
 
-def record_triton(kernel: Any, args: Sequence[Any] | Mapping[str, Any], constexprs: Mapping[str, Any],
-                  num_warps: int, factory: Sequence[Any] | None = None, *, compiled: Any = None,
-                  name: str | None = None, **options: Any) -> None:  # fmt: skip
+def record_triton(
+    kernel: Any,
+    args: Sequence[Any] | Mapping[str, Any],
+    constexprs: Mapping[str, Any],
+    num_warps: int,
+    factory: Sequence[Any] | None = None,
+    *,
+    compiled: Any = None,
+    name: str | None = None,
+    **options: Any,
+) -> None:
     """Record a Triton kernel launched with `args` (positional, or by name) and `constexprs`.
 
     The signature is derived as Triton's launcher does it: tensors -> pointer by dtype (divisible by 16 when

@@ -60,8 +60,20 @@ def _rope_fused(q_ptr, k_ptr, cos_ptr, sin_ptr, out_ptr, heads, kv, seq, h, PAIR
 
 
 @triton.jit
-def _rope_step(x_ptr, y_ptr, t_ptr, dst_ptr, heads, dst_heads, head0, seq, h, OP: tl.constexpr,
-               PAIR: tl.constexpr, HALF: tl.constexpr):  # fmt: skip
+def _rope_step(
+    x_ptr,
+    y_ptr,
+    t_ptr,
+    dst_ptr,
+    heads,
+    dst_heads,
+    head0,
+    seq,
+    h,
+    OP: tl.constexpr,
+    PAIR: tl.constexpr,
+    HALF: tl.constexpr,
+):
     """dst's heads head0.. of token t = rotate(x), x·table or x + y over the token's `heads` rows."""
     t = tl.program_id(0).to(tl.int64)
     d = 2 * h

@@ -79,8 +79,11 @@ class AddRMSNorm(RowNormalization):
         x = rng.random((rows, cols), dtype=np.float32) * np.float32(6.0) - np.float32(3.0)
         residual = rng.random((rows, cols), dtype=np.float32) * np.float32(6.0) - np.float32(3.0)
         weight = rng.uniform(0.5, 1.5, cols)
-        return {"x": x.astype(dtype, copy=False), "residual": residual.astype(dtype, copy=False),
-                "weight": weight.astype(dtype)}  # fmt: skip
+        return {
+            "x": x.astype(dtype, copy=False),
+            "residual": residual.astype(dtype, copy=False),
+            "weight": weight.astype(dtype),
+        }
 
     def output_shape(self, params: Params) -> tuple[int, ...]:
         return (2, params["rows"], params["cols"])

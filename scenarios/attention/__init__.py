@@ -13,5 +13,13 @@ from scenarios.attention.scenario import (
     storage_precision,
 )
 
-__all__ = ["AXES", "TILES", "Attention", "key_extent", "key_rows_streamed", "scores_per_head", "slabs",
-           "storage_precision"]  # fmt: skip
+__all__ = [
+    "AXES",
+    "TILES",
+    "Attention",
+    "key_extent",
+    "key_rows_streamed",
+    "scores_per_head",
+    "slabs",
+    "storage_precision",
+]

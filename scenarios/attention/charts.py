@@ -47,16 +47,26 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     return data
 
 
-def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str, ylabel: str, legend: dict,
-            row: str) -> plt.Figure:  # fmt: skip
+def _facets(
+    data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str, ylabel: str, legend: dict, row: str
+) -> plt.Figure:
     """Cases in columns (at most MAX_COLS), `row` in rows; the look of suite.report.plots (whitegrid, log2 x)."""
     cases = sorted(data["case"].unique())[:MAX_COLS]
     data = data[data["case"].isin(cases)]
     rows = sorted(data[row].unique())
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
-        grid = sns.FacetGrid(data, col="case", row=row if len(rows) > 1 else None, col_order=cases,
-                             row_order=rows if len(rows) > 1 else None, height=3.3, aspect=1.3,
-                             margin_titles=True, sharey=True, despine=False)  # fmt: skip
+        grid = sns.FacetGrid(
+            data,
+            col="case",
+            row=row if len(rows) > 1 else None,
+            col_order=cases,
+            row_order=rows if len(rows) > 1 else None,
+            height=3.3,
+            aspect=1.3,
+            margin_titles=True,
+            sharey=True,
+            despine=False,
+        )
         grid.map_dataframe(lambda data, **_: draw(data))
         grid.set_titles(col_template="{col_name}", row_template="{row_name}")
         for ax in grid.axes.flat:
@@ -70,8 +80,10 @@ def _facets(data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str
 
 
 def _variant_handles(variants: list[str], color: str = "0.2") -> dict[str, Line2D]:
-    return {v: Line2D([], [], color=color, ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
-            for v in variants}  # fmt: skip
+    return {
+        v: Line2D([], [], color=color, ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
+        for v in variants
+    }
 
 
 def tflops_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
@@ -90,8 +102,10 @@ def tflops_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             ls, marker = _style(variant)
             ax.plot(line["seq_len"], line["tflops"], ls=ls, marker=marker, color=colors[impl], ms=5)
 
-    legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
-              **_variant_handles(sorted(rows["variant"].unique()))}  # fmt: skip
+    legend = {
+        **{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
+        **_variant_handles(sorted(rows["variant"].unique())),
+    }
     title = "attention: throughput, 4·B·H·L²·d FLOPs (half under the mask) / median time"
     fig = _facets(rows, draw, title, "TFLOP/s (log scale)", legend, row="dtype")
     return [save(fig, Path(outdir) / f"tflops_{SCENARIO}.png")]
@@ -118,8 +132,11 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path
     dtype = max(data["dtype"].unique(), key=lambda d: np.dtype(d).itemsize)  # bytes scale with the itemsize
     data = data[data["dtype"] == dtype]
     held = [_footprint(scn, json_dict(p), dtype, v) for p, v in zip(data["params"], data["variant"], strict=True)]
-    data = data.assign(moved_gb=data["bytes_modeled"] / 1e9, held_gb=[h / 1e9 for h in held],
-                       model=data["device"] + " (" + data["store_model"] + ")")  # fmt: skip
+    data = data.assign(
+        moved_gb=data["bytes_modeled"] / 1e9,
+        held_gb=[h / 1e9 for h in held],
+        model=data["device"] + " (" + data["store_model"] + ")",
+    )
     present = set(data["variant"])
     variants = [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
     colors = dict(zip(variants, sns.color_palette("deep", len(variants)), strict=False))

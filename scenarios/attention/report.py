@@ -65,12 +65,26 @@ def fitting_section(frame: pd.DataFrame) -> str:
         times = times.reset_index()
         paired = times.dropna(subset=["fused", "unfused"]) if {"fused", "unfused"} <= set(times) else times[:0]
         library = mine[mine["variant"] == "library"].groupby("seq_len")["time_ms"].min()
-        body.append([case, dtype, impl, _slower_from(paired) if len(paired) else "not timed", _stops_fitting(rows),
-                     _against_library(times, library) if "fused" in times else "–"])  # fmt: skip
+        body.append(
+            [
+                case,
+                dtype,
+                impl,
+                _slower_from(paired) if len(paired) else "not timed",
+                _stops_fitting(rows),
+                _against_library(times, library) if "fused" in times else "–",
+            ]
+        )
     if not body:
         return ""
-    head = ["case", "dtype", "backend/device", "unfused slower than fused from", "unfused stops fitting at",
-            "fused time / library time (same device)"]  # fmt: skip
+    head = [
+        "case",
+        "dtype",
+        "backend/device",
+        "unfused slower than fused from",
+        "unfused stops fitting at",
+        "fused time / library time (same device)",
+    ]
     intro = (
         "The unfused variant writes and reads S and P, L×L per head each, and holds them: its traffic and "
         "footprint grow as seq_len², the fused kernel's as seq_len (plus K and V re-read once per query tile). "

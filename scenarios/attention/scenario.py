@@ -112,13 +112,34 @@ class Attention(Scenario):
     error of 4× the smallest judged magnitude (suite.core.numerics' floor) still tells a correct output from a
     wrong mask, scale or tile, which are off by orders of magnitude more."""
     presets = {
-        "S": {"batch": [1], "heads": [2], "seq_len": [64, 193], "head_dim": [64], "causal": [False, True],
-              "block_m": [64], "block_n": [64]},
-        "M": {"batch": [1], "heads": [4], "seq_len": [128, 256, 512, 1024, 2048], "head_dim": [64],
-              "causal": [False, True], "block_m": [64], "block_n": [64]},
-        "L": {"batch": [1], "heads": [16], "seq_len": [1024, 2048, 4096, 8192, 16384], "head_dim": [64, 128],
-              "causal": [False, True], "block_m": [64], "block_n": [64]},
-    }  # fmt: skip
+        "S": {
+            "batch": [1],
+            "heads": [2],
+            "seq_len": [64, 193],
+            "head_dim": [64],
+            "causal": [False, True],
+            "block_m": [64],
+            "block_n": [64],
+        },
+        "M": {
+            "batch": [1],
+            "heads": [4],
+            "seq_len": [128, 256, 512, 1024, 2048],
+            "head_dim": [64],
+            "causal": [False, True],
+            "block_m": [64],
+            "block_n": [64],
+        },
+        "L": {
+            "batch": [1],
+            "heads": [16],
+            "seq_len": [1024, 2048, 4096, 8192, 16384],
+            "head_dim": [64, 128],
+            "causal": [False, True],
+            "block_m": [64],
+            "block_n": [64],
+        },
+    }
     checks = [
         {"batch": 1, "heads": 2, "seq_len": 19, "head_dim": 16, "causal": True, "block_m": 16, "block_n": 16},
         {"batch": 1, "heads": 1, "seq_len": 33, "head_dim": 64, "causal": False, "block_m": 16, "block_n": 32},

@@ -51,8 +51,16 @@ def mean_loss(logp: np.ndarray, targets: np.ndarray) -> float:
     return float(-logp[np.flatnonzero(keep), targets[keep]].sum() / keep.sum())
 
 
-def ce_ledger(tokens: int, vocab: int, s: int, *, fused_reads: int, held: int, extra_kernels: tuple = (),
-              extra_sizes: dict | None = None) -> dict[str, VariantLedger]:  # fmt: skip
+def ce_ledger(
+    tokens: int,
+    vocab: int,
+    s: int,
+    *,
+    fused_reads: int,
+    held: int,
+    extra_kernels: tuple = (),
+    extra_sizes: dict | None = None,
+) -> dict[str, VariantLedger]:
     """The unfused and fused ledgers over a logits matrix of tokens × vocab (`fused_reads`: what the fused row
     kernel reads besides the targets; `held`: inputs and output in bytes; `extra_kernels`: (KernelTraffic,
     reads, writes) run before the cross-entropy, e.g. the matmul making the logits)."""
@@ -60,8 +68,9 @@ def ce_ledger(tokens: int, vocab: int, s: int, *, fused_reads: int, held: int, e
     row = KernelTraffic("log-softmax", n * s, n * s, 4 * n)
     gather = KernelTraffic("gather −logp[target]", tokens * (TARGET_BYTES + s), tokens * LOSS_BYTES, tokens)
     mean = KernelTraffic("mean over counted tokens", tokens * (LOSS_BYTES + TARGET_BYTES), s, 2 * tokens)
-    fused = KernelTraffic("cross-entropy rows (fused)", fused_reads + tokens * TARGET_BYTES, tokens * LOSS_BYTES,
-                          4 * n + tokens)  # fmt: skip
+    fused = KernelTraffic(
+        "cross-entropy rows (fused)", fused_reads + tokens * TARGET_BYTES, tokens * LOSS_BYTES, 4 * n + tokens
+    )
     pre = tuple(k for k, _, _ in extra_kernels)
     accesses = [(r, w) for _, r, w in extra_kernels]
     accesses += [(("logits",), ("logp",)), (("logp", "targets"), ("losses",)), (("losses", "targets"), ("loss",))]

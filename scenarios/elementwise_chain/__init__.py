@@ -11,5 +11,16 @@ from scenarios.elementwise_chain.scenario import (
     short_label,
 )
 
-__all__ = ["ALL8", "CHEAP4", "FLOPS", "GELU_A", "GELU_C", "MAX_CHAIN", "MAX_N", "OPS", "TRANSCENDENTAL",
-           "ElementwiseChain", "short_label"]  # fmt: skip
+__all__ = [
+    "ALL8",
+    "CHEAP4",
+    "FLOPS",
+    "GELU_A",
+    "GELU_C",
+    "MAX_CHAIN",
+    "MAX_N",
+    "OPS",
+    "TRANSCENDENTAL",
+    "ElementwiseChain",
+    "short_label",
+]

@@ -57,10 +57,12 @@ def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -
 
     def pair(start: int, stop: int, what: str) -> tuple[KernelTraffic, KernelTraffic]:
         n = stop - start
-        gemm = KernelTraffic(f"logits = hidden · W ({what})", (n * hidden + hidden * vocab) * s, n * vocab * s,
-                             2 * n * hidden * vocab)  # fmt: skip
-        rows = KernelTraffic(f"cross-entropy rows ({what})", n * vocab * s + n * TARGET_BYTES, n * LOSS_BYTES,
-                             4 * n * vocab + n)  # fmt: skip
+        gemm = KernelTraffic(
+            f"logits = hidden · W ({what})", (n * hidden + hidden * vocab) * s, n * vocab * s, 2 * n * hidden * vocab
+        )
+        rows = KernelTraffic(
+            f"cross-entropy rows ({what})", n * vocab * s + n * TARGET_BYTES, n * LOSS_BYTES, 4 * n * vocab + n
+        )
         return gemm, rows
 
     mean = KernelTraffic("mean over counted tokens", tokens * (LOSS_BYTES + TARGET_BYTES), s, 2 * tokens)

@@ -14,5 +14,14 @@ from scenarios.matmul.scenario import (
     tiled_reads,
 )
 
-__all__ = ["EPILOGUES", "EPILOGUE_FLOPS", "SMALL_TILES", "SWEEP", "TILE_SIZES", "VARIANTS_BY_EPILOGUE", "Matmul",
-           "gelu", "tiled_reads"]  # fmt: skip
+__all__ = [
+    "EPILOGUES",
+    "EPILOGUE_FLOPS",
+    "SMALL_TILES",
+    "SWEEP",
+    "TILE_SIZES",
+    "VARIANTS_BY_EPILOGUE",
+    "Matmul",
+    "gelu",
+    "tiled_reads",
+]

@@ -99,8 +99,14 @@ def tile_chart(rows: pd.DataFrame, done: pd.DataFrame, colors: dict[str, tuple])
                 top.plot([x[t] for t in mb.index], mb.values, ls=ls, marker=marker, color=GREYS.get(device, "0.3"))
             else:
                 top.axhline(mb.median(), ls=ls, color=GREYS.get(device, "0.3"), lw=1.2)
-                top.annotate(f"{variant} ({device})", (0.02, mb.median()), xycoords=("axes fraction", "data"),
-                             fontsize=7, color="0.3", va="bottom")  # fmt: skip
+                top.annotate(
+                    f"{variant} ({device})",
+                    (0.02, mb.median()),
+                    xycoords=("axes fraction", "data"),
+                    fontsize=7,
+                    color="0.3",
+                    va="bottom",
+                )
         for (impl, variant), g in timing.groupby(["impl", "variant"]):
             ls, marker = STYLE_MM.get(variant, ("-.", "D"))
             t = g.groupby("tile")["time_ms"].median()
@@ -133,8 +139,12 @@ def rate_chart(done: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
         ax = axes[r, c]
         sub = done[(done["case"] == case) & (done["dtype"] == dtype) & done["variant"].isin(TILED)]
         hand = free[(free["case"] == case) & (free["dtype"] == dtype)]
-        bars = pd.concat([hand[hand["variant"] == "unblocked"].assign(label="unblocked"),
-                          sub.assign(label=sub["variant"] + " " + sub["tile"])])  # fmt: skip
+        bars = pd.concat(
+            [
+                hand[hand["variant"] == "unblocked"].assign(label="unblocked"),
+                sub.assign(label=sub["variant"] + " " + sub["tile"]),
+            ]
+        )
         bars = bars.groupby(["label", "impl"], as_index=False)["gflops"].median()
         labels = sorted(bars["label"].unique(), key=lambda s: (s != "unblocked", s))
         impls = sorted(bars["impl"].unique())
@@ -144,8 +154,13 @@ def rate_chart(done: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ax.bar(np.arange(len(labels)) + i * width, g["gflops"], width, color=colors[impl])
         for lib in hand[hand["variant"] == "library"].itertuples():
             ax.axhline(lib.gflops, color=colors[lib.impl], ls=":", lw=1.8)
-            ax.annotate(f"library {lib.impl}: {lib.gflops:,.1f}", (0.02, lib.gflops), fontsize=7,
-                        xycoords=("axes fraction", "data"), va="bottom")  # fmt: skip
+            ax.annotate(
+                f"library {lib.impl}: {lib.gflops:,.1f}",
+                (0.02, lib.gflops),
+                fontsize=7,
+                xycoords=("axes fraction", "data"),
+                va="bottom",
+            )
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, rotation=35, ha="right", fontsize=8)
         ax.set_yscale("log")
         _plain(ax)

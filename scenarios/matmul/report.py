@@ -42,8 +42,10 @@ def _takeaways(done: pd.DataFrame, free: pd.DataFrame) -> str:
                 ref_ms, ref_bytes = ref["time_ms"].median(), ref["bytes_modeled"].median()
             text = f"- **{impl}, {dtype}, {case}**: {variant} at its best tile ({b['tile']}) ran {_rate(b['gflops'])}"
             if ref_ms == ref_ms:
-                text += (f", {fmt_x(ref_ms / b['time_ms'])} the speed of {base} "
-                         f"(ledger traffic {fmt_x(ref_bytes / b['bytes_modeled'])} smaller)")  # fmt: skip
+                text += (
+                    f", {fmt_x(ref_ms / b['time_ms'])} the speed of {base} "
+                    f"(ledger traffic {fmt_x(ref_bytes / b['bytes_modeled'])} smaller)"
+                )
             if not lib.empty:
                 top = lib.sort_values("gflops").iloc[-1]
                 text += (
@@ -78,9 +80,33 @@ def _sweep_table(done: pd.DataFrame, free: pd.DataFrame) -> str:
         lib = free[(free["case"] == r.case) & (free["dtype"] == r.dtype) & (free["device"] == r.device)]
         lib = lib.loc[lib["variant"] == "library", "gflops"].max()
         pct = f"{100 * r.gflops / lib:.0f}" if lib == lib else ""
-        body.append([r.case, r.dtype, r.impl, r.variant, r.tile, f"{r.bytes_modeled / 1e6:,.1f}",
-                     f"{r.intensity:.1f}", f"{r.time_ms:.3g}", f"{r.gflops:,.1f}", pct])  # fmt: skip
+        body.append(
+            [
+                r.case,
+                r.dtype,
+                r.impl,
+                r.variant,
+                r.tile,
+                f"{r.bytes_modeled / 1e6:,.1f}",
+                f"{r.intensity:.1f}",
+                f"{r.time_ms:.3g}",
+                f"{r.gflops:,.1f}",
+                pct,
+            ]
+        )
     for r in free.itertuples():
-        body.append([r.case, r.dtype, r.impl, r.variant, "–", f"{r.bytes_modeled / 1e6:,.1f}", f"{r.intensity:.1f}",
-                     f"{r.time_ms:.3g}", f"{r.gflops:,.1f}", ""])  # fmt: skip
+        body.append(
+            [
+                r.case,
+                r.dtype,
+                r.impl,
+                r.variant,
+                "–",
+                f"{r.bytes_modeled / 1e6:,.1f}",
+                f"{r.intensity:.1f}",
+                f"{r.time_ms:.3g}",
+                f"{r.gflops:,.1f}",
+                "",
+            ]
+        )
     return table(head, body)

@@ -89,8 +89,14 @@ class Matmul(Scenario):
     inputs = ("a", "b", "bias")
     variants = ("unblocked", "tiled", "unfused", "fused", "library", "eager", "compiled")
     baseline = "unfused"
-    pairs = (("tiled", "unblocked"), ("fused", "unfused"), ("tiled", "library"), ("fused", "library"),
-             ("compiled", "eager"), ("library", "eager"))  # fmt: skip
+    pairs = (
+        ("tiled", "unblocked"),
+        ("fused", "unfused"),
+        ("tiled", "library"),
+        ("fused", "library"),
+        ("compiled", "eager"),
+        ("library", "eager"),
+    )
     rivals = (("fused", "compiled"), ("tiled", "compiled"))
     axes = ("m", "n", "k", "epilogue", "tile")
     list_axes = ("tile",)

@@ -22,5 +22,19 @@ from scenarios.normalization.scenario import (
     emulate,
 )
 
-__all__ = ["DECOMPOSITIONS", "EPS", "ROW_STATS", "STAT_BYTES", "FusedTraffic", "LayerNorm", "RMSNorm",
-           "RowNormalization", "Softmax", "Step", "emulate", "kind", "passes", "reread_bytes"]  # fmt: skip
+__all__ = [
+    "DECOMPOSITIONS",
+    "EPS",
+    "ROW_STATS",
+    "STAT_BYTES",
+    "FusedTraffic",
+    "LayerNorm",
+    "RMSNorm",
+    "RowNormalization",
+    "Softmax",
+    "Step",
+    "emulate",
+    "kind",
+    "passes",
+    "reread_bytes",
+]

@@ -56,8 +56,15 @@ def _mark_tiles(ax: plt.Axes, data: pd.DataFrame) -> None:
     for tile in data["tile"].dropna().unique():
         if data["cols"].min() <= tile * 2 and tile <= data["cols"].max() * 2:
             ax.axvline(tile, color="0.5", ls="--", lw=1.1)
-            ax.annotate(f"tile {tile:.0f}", (tile, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                        textcoords="offset points", fontsize=8, color="0.35")  # fmt: skip
+            ax.annotate(
+                f"tile {tile:.0f}",
+                (tile, 0.02),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, 0),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.35",
+            )
 
 
 def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
@@ -84,15 +91,28 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         draw_ceilings(ax, data)
         _mark_tiles(ax, data)
 
-    legend = {**{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
-              **{v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
-                 for v in sorted(rows["variant"].unique())},
-              **CEILING_LEGEND,
-              "tile: wider rows are read twice by fused": Line2D([], [], color="0.5", ls="--", lw=1.1)}  # fmt: skip
+    legend = {
+        **{i: Line2D([], [], color=c, lw=2.5) for i, c in colors.items()},
+        **{
+            v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
+            for v in sorted(rows["variant"].unique())
+        },
+        **CEILING_LEGEND,
+        "tile: wider rows are read twice by fused": Line2D([], [], color="0.5", ls="--", lw=1.1),
+    }
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
-        grid = sns.FacetGrid(rows, col="case", row="dtype" if len(dtypes) > 1 else None, col_order=cases,
-                             row_order=dtypes if len(dtypes) > 1 else None, height=3.3, aspect=1.3,
-                             margin_titles=True, sharey=True, despine=False)  # fmt: skip
+        grid = sns.FacetGrid(
+            rows,
+            col="case",
+            row="dtype" if len(dtypes) > 1 else None,
+            col_order=cases,
+            row_order=dtypes if len(dtypes) > 1 else None,
+            height=3.3,
+            aspect=1.3,
+            margin_titles=True,
+            sharey=True,
+            despine=False,
+        )
         grid.map_dataframe(draw)
         grid.set_titles(col_template="{col_name}", row_template="{row_name}")
         for ax in grid.axes.flat:

@@ -20,8 +20,10 @@ def _line_verdict(line: pd.DataFrame) -> str:
     """One sentence for one implementation/dtype/case: where fusion paid, where it stopped, and why."""
     line = line.sort_values("cols")
     paid = line["verdict"] == "pays"
-    each = ", ".join(f"{fmt_size(c)}: {fmt_x(s)} (predicted {fmt_x(p)})"
-                     for c, s, p in zip(line["cols"], line["speedup"], line["predicted"], strict=True))  # fmt: skip
+    each = ", ".join(
+        f"{fmt_size(c)}: {fmt_x(s)} (predicted {fmt_x(p)})"
+        for c, s, p in zip(line["cols"], line["speedup"], line["predicted"], strict=True)
+    )
     if paid.all():
         head = "fusion paid at every cols measured"
     elif not paid.any():
@@ -37,18 +39,23 @@ def _reasons(line: pd.DataFrame, paid: pd.Series) -> list[str]:
     out = []
     wide, narrow = line[line["reread_bytes"] > 0], line[line["reread_bytes"] == 0]
     if len(wide) and len(narrow):
-        out.append(f"From cols = {fmt_size(wide['cols'].iloc[0])} the row exceeds the tile of "
-                   f"{int(wide['tile'].iloc[0])} columns and the fused kernel reads x twice: the ledger's "
-                   f"prediction falls from {fmt_x(narrow['predicted'].iloc[-1])} to "
-                   f"{fmt_x(wide['predicted'].iloc[0])}.")  # fmt: skip
+        out.append(
+            f"From cols = {fmt_size(wide['cols'].iloc[0])} the row exceeds the tile of "
+            f"{int(wide['tile'].iloc[0])} columns and the fused kernel reads x twice: the ledger's "
+            f"prediction falls from {fmt_x(narrow['predicted'].iloc[-1])} to "
+            f"{fmt_x(wide['predicted'].iloc[0])}."
+        )
     elif len(wide):
-        out.append(f"Every row exceeds the tile of {int(wide['tile'].iloc[0])} columns: the fused kernel reads x "
-                   "twice, which the prediction includes.")  # fmt: skip
+        out.append(
+            f"Every row exceeds the tile of {int(wide['tile'].iloc[0])} columns: the fused kernel reads x "
+            "twice, which the prediction includes."
+        )
     lost = line[~paid]
     predicted_loss = lost[lost["predicted"] < 1.1]
     if len(predicted_loss):
-        out.append(f"At cols = {', '.join(fmt_size(c) for c in predicted_loss['cols'])} the ledger itself predicts "
-                   "no gain.")  # fmt: skip
+        out.append(
+            f"At cols = {', '.join(fmt_size(c) for c in predicted_loss['cols'])} the ledger itself predicts no gain."
+        )
     unexplained = lost[lost["predicted"] >= 1.1]
     if len(unexplained):
         where = (
@@ -56,13 +63,17 @@ def _reasons(line: pd.DataFrame, paid: pd.Series) -> list[str]:
             if (line["device"] == "cpu").all()
             else "spills, occupancy, chunks re-read from HBM rather than L2"
         )
-        out.append(f"At cols = {', '.join(fmt_size(c) for c in unexplained['cols'])} the ledger still predicts a gain "
-                   f"the kernels did not deliver: the time went where the ledger does not look ({where}).")  # fmt: skip
+        out.append(
+            f"At cols = {', '.join(fmt_size(c) for c in unexplained['cols'])} the ledger still predicts a gain "
+            f"the kernels did not deliver: the time went where the ledger does not look ({where})."
+        )
     short = line[paid & (line["speedup"] < 0.75 * line["predicted"])]
     if len(short):
-        out.append(f"At cols = {', '.join(fmt_size(c) for c in short['cols'])} fusion paid under 75% of the "
-                   "prediction: the unfused intermediates were partly served from cache, or launches and "
-                   "compute rather than bytes set the time.")  # fmt: skip
+        out.append(
+            f"At cols = {', '.join(fmt_size(c) for c in short['cols'])} fusion paid under 75% of the "
+            "prediction: the unfused intermediates were partly served from cache, or launches and "
+            "compute rather than bytes set the time."
+        )
     return out
 
 
@@ -75,8 +86,10 @@ def fusion_section(frame: pd.DataFrame) -> str:
     pairs = speedups(data)
     pairs = pairs[pairs["variant"] == "fused"] if len(pairs) else pairs
     if pairs.empty:
-        lines.append("Nothing was timed natively, so there is no measured speedup; the ledger's predictions are in "
-                     "the traffic ledger below.")  # fmt: skip
+        lines.append(
+            "Nothing was timed natively, so there is no measured speedup; the ledger's predictions are in "
+            "the traffic ledger below."
+        )
     else:
         keys = ["scenario", "params", "dtype"]
         extra = data.drop_duplicates(keys)[[*keys, "cols", "tile", "case", "reread_bytes"]]
@@ -90,18 +103,39 @@ def fusion_section(frame: pd.DataFrame) -> str:
 
 def _reread_table(data: pd.DataFrame) -> str:
     """Per case: launches, bytes unfused and fused (write-once), the fused re-read, the predicted speedup."""
-    head = ["rows", "cols", "tile", "dtype", "launches", "unfused bytes", "fused bytes", "of which re-read",
-            "predicted (write-once)"]  # fmt: skip
+    head = [
+        "rows",
+        "cols",
+        "tile",
+        "dtype",
+        "launches",
+        "unfused bytes",
+        "fused bytes",
+        "of which re-read",
+        "predicted (write-once)",
+    ]
     body = []
     for r in data.drop_duplicates(["params", "dtype"]).sort_values(["dtype", "rows", "cols"]).itertuples():
         lg = ledgers(r.scenario, json_dict(r.params), r.dtype)
         moved = {v: lg[v].bytes_read + lg[v].bytes_written for v in ("unfused", "fused")}
-        body.append([int(r.rows), fmt_size(r.cols), int(r.tile), r.dtype, f"{lg['unfused'].launches} → 1",
-                     _mb(moved["unfused"]), _mb(moved["fused"]), _mb(r.reread_bytes),
-                     fmt_x(moved["unfused"] / moved["fused"])])  # fmt: skip
-    note = ("Per case, the ledger's bytes at the outer-memory boundary, each read and write counted once (the "
-            "traffic ledger below adds the CPU's write-allocate reads). A fused kernel re-reads x once when "
-            "cols > tile.")  # fmt: skip
+        body.append(
+            [
+                int(r.rows),
+                fmt_size(r.cols),
+                int(r.tile),
+                r.dtype,
+                f"{lg['unfused'].launches} → 1",
+                _mb(moved["unfused"]),
+                _mb(moved["fused"]),
+                _mb(r.reread_bytes),
+                fmt_x(moved["unfused"] / moved["fused"]),
+            ]
+        )
+    note = (
+        "Per case, the ledger's bytes at the outer-memory boundary, each read and write counted once (the "
+        "traffic ledger below adds the CPU's write-allocate reads). A fused kernel re-reads x once when "
+        "cols > tile."
+    )
     return note + "\n\n" + table(head, body)
 
 

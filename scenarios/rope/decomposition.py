@@ -65,9 +65,14 @@ def rope_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
     held = (2 * (nq + nk) + 2 * table) * s  # q, k, both tables and out, alive throughout
     # Unfused: r, a and b of one tensor live from the kernel that writes them to the add; the buffers of q's steps
     # serve k's after them, so the peak is q's three intermediates (the larger tensor's).
-    accesses = [(tuple(f"{t}{x}" if t in INTERMEDIATES else t for t in st.reads),
-                 (f"{st.writes}{x}" if st.writes in INTERMEDIATES else st.writes,))
-                for x in ("q", "k") for st in STEPS]  # fmt: skip
+    accesses = [
+        (
+            tuple(f"{t}{x}" if t in INTERMEDIATES else t for t in st.reads),
+            (f"{st.writes}{x}" if st.writes in INTERMEDIATES else st.writes,),
+        )
+        for x in ("q", "k")
+        for st in STEPS
+    ]
     between = {f"{t}{x}": n * s for x, n in (("q", nq), ("k", nk)) for t in INTERMEDIATES}
     apart = live_peak(held, accesses, between)
     compiled = KernelTraffic("rope q and k (compiled)", fused.bytes_read, fused.bytes_written, flops)

@@ -105,15 +105,33 @@ class Rope(Scenario):
     size_unit = "positions"
     presets = {
         # S: smoke runs — an odd sequence, grouped-query heads, both pairings.
-        "S": {"batch": [1], "seq_len": [33], "heads": [4], "kv_heads": [2], "head_dim": [64],
-              "pairing": ["half", "interleaved"]},
+        "S": {
+            "batch": [1],
+            "seq_len": [33],
+            "heads": [4],
+            "kv_heads": [2],
+            "head_dim": [64],
+            "pairing": ["half", "interleaved"],
+        },
         # M: Llama-3-8B's heads (32 query, 8 key, 128 values); 1,024 and 4,096 tokens move 21 and 84 MB each way in
         # float32, past this machine's last-level cache.
-        "M": {"batch": [1], "seq_len": [1024, 4096], "heads": [32], "kv_heads": [8], "head_dim": [128],
-              "pairing": ["half", "interleaved"]},
-        "L": {"batch": [4], "seq_len": [4096, 8192], "heads": [32], "kv_heads": [8], "head_dim": [128],
-              "pairing": ["half", "interleaved"]},
-    }  # fmt: skip
+        "M": {
+            "batch": [1],
+            "seq_len": [1024, 4096],
+            "heads": [32],
+            "kv_heads": [8],
+            "head_dim": [128],
+            "pairing": ["half", "interleaved"],
+        },
+        "L": {
+            "batch": [4],
+            "seq_len": [4096, 8192],
+            "heads": [32],
+            "kv_heads": [8],
+            "head_dim": [128],
+            "pairing": ["half", "interleaved"],
+        },
+    }
     checks = [
         {"batch": 1, "seq_len": 7, "heads": 4, "kv_heads": 1, "head_dim": 64, "pairing": "half"},
         {"batch": 3, "seq_len": 5, "heads": 2, "kv_heads": 2, "head_dim": 128, "pairing": "interleaved"},
@@ -148,8 +166,12 @@ class Rope(Scenario):
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         b, s, d = params["batch"], params["seq_len"], params["head_dim"]
-        return {"q": (b, s, params["heads"], d), "k": (b, s, params["kv_heads"], d), "cos": (s, d // 2),
-                "sin": (s, d // 2)}  # fmt: skip
+        return {
+            "q": (b, s, params["heads"], d),
+            "k": (b, s, params["kv_heads"], d),
+            "cos": (s, d // 2),
+            "sin": (s, d // 2),
+        }
 
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """q and k uniform in [−3, 3); the tables for positions from a random start, so no run sees only the
@@ -185,8 +207,11 @@ class Rope(Scenario):
         """A facet's title short enough to sit above it: the pairing, the heads and head_dim ('half · 32/8 heads ·
         d=128'), and the batch where it is not 1; the case's full label is its series in the tables."""
         keep = {k: v for k, v in params.items() if k != size_axis}
-        parts = [str(keep.get("pairing", "")), f"{keep.get('heads', '?')}/{keep.get('kv_heads', '?')} heads",
-                 f"d={keep.get('head_dim', '?')}"]  # fmt: skip
+        parts = [
+            str(keep.get("pairing", "")),
+            f"{keep.get('heads', '?')}/{keep.get('kv_heads', '?')} heads",
+            f"d={keep.get('head_dim', '?')}",
+        ]
         if keep.get("batch", 1) != 1:
             parts.append(f"batch={keep['batch']}")
         return " · ".join(p for p in parts if p)

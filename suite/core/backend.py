@@ -130,11 +130,16 @@ class Copy:
 
 
 SLOWDOWN = (
-    Option("slowdown_pct", "to test a regression gate: each launch of `slowdown_variant` on this backend also "
-           "spins for this percent of its own time, measured when it is built (suite.run.slowdown); 0: off", 0,
-           low=0, high=100),
+    Option(
+        "slowdown_pct",
+        "to test a regression gate: each launch of `slowdown_variant` on this backend also "
+        "spins for this percent of its own time, measured when it is built (suite.run.slowdown); 0: off",
+        0,
+        low=0,
+        high=100,
+    ),
     Option("slowdown_variant", "the variant slowdown_pct slows", "fused", kind=str),
-)  # fmt: skip
+)
 """Options every backend takes, beside its own: a kernel made slower on purpose, to check what notices."""
 
 

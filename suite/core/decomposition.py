@@ -23,8 +23,14 @@ class Writes(Protocol):
 S = TypeVar("S", bound=Writes)
 
 
-def walk(steps: Iterable[S], env: dict[str, Any], *, stats: Container[str], stat: Callable[[], Any],
-         matrix: Callable[[], Any]) -> Iterator[S]:  # fmt: skip
+def walk(
+    steps: Iterable[S],
+    env: dict[str, Any],
+    *,
+    stats: Container[str],
+    stat: Callable[[], Any],
+    matrix: Callable[[], Any],
+) -> Iterator[S]:
     """Yield each step once `env` holds a buffer for the tensor it writes: a name already there (an input, the
     output) is used as it is, a name in `stats` gets `stat()`, any other `matrix()`. The buffers stay in `env`,
     allocated once, for the launcher to reuse at every launch."""

@@ -37,8 +37,9 @@ class Comparison:
     """Blocks (buffer sets) the interval resampled."""
 
 
-def compare(baseline_ms: Sequence[float], candidate_ms: Sequence[float], seed: int = 0,
-            blocks: Sequence[int] | None = None) -> Comparison:  # fmt: skip
+def compare(
+    baseline_ms: Sequence[float], candidate_ms: Sequence[float], seed: int = 0, blocks: Sequence[int] | None = None
+) -> Comparison:
     """Paired speedup of the candidate over the baseline with a two-level bootstrap interval (blocks, then
     rounds); `blocks` labels each round's block (None: one block)."""
     rounds = min(len(baseline_ms), len(candidate_ms))

@@ -119,8 +119,9 @@ class Registry:
 REGISTRY = Registry()
 
 
-def kernel(*, scenario: str | Iterable[str], backend: str, variant: str | Iterable[str],
-           device: str | Iterable[str] = "cuda") -> Callable[[E], E]:  # fmt: skip
+def kernel(
+    *, scenario: str | Iterable[str], backend: str, variant: str | Iterable[str], device: str | Iterable[str] = "cuda"
+) -> Callable[[E], E]:
     """Register the decorated entry as the implementation of (scenario, backend, variant) on `device` ("cpu" or
     "cuda"). Each of scenario, variant and device may be several: the entry is registered under every
     combination, bound to the key it serves where it asks for it. An entry that takes the scenario's name before
@@ -143,16 +144,18 @@ def kernel(*, scenario: str | Iterable[str], backend: str, variant: str | Iterab
     return register
 
 
-def kernels(scenario: str | Iterable[str], *, backend: str, device: str | Iterable[str] = "cuda",
-            **variants: Entry) -> None:  # fmt: skip
+def kernels(
+    scenario: str | Iterable[str], *, backend: str, device: str | Iterable[str] = "cuda", **variants: Entry
+) -> None:
     """The table form of `kernel`: each `variant=entry` registered as `@kernel` registers it, for a module that
     declares its variants in one place (`kernels("matmul", backend="cupy", fused=..., unfused=...)`)."""
     for variant, entry in variants.items():
         kernel(scenario=scenario, backend=backend, variant=variant, device=device)(entry)
 
 
-def register_each(scenarios: Iterable[str], *, backend: str, devices: Iterable[str] = ("cuda",),
-                  **variants: FamilyEntry) -> None:  # fmt: skip
+def register_each(
+    scenarios: Iterable[str], *, backend: str, devices: Iterable[str] = ("cuda",), **variants: FamilyEntry
+) -> None:
     """Deprecated: `kernels(scenarios, backend=..., device=devices, **variants)`, kept for plug-ins."""
     kernels(tuple(scenarios), backend=backend, device=tuple(devices), **variants)
 

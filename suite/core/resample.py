@@ -57,8 +57,12 @@ def _bank(group: np.ndarray, rng: np.random.Generator, resamples: int) -> np.nda
     return np.median(group[picks], axis=1)
 
 
-def draws(values: Sequence[float] | np.ndarray, blocks: Sequence[int] | np.ndarray | None = None, seed: int = 0,
-          resamples: int = RESAMPLES) -> tuple[float, np.ndarray, int]:  # fmt: skip
+def draws(
+    values: Sequence[float] | np.ndarray,
+    blocks: Sequence[int] | np.ndarray | None = None,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> tuple[float, np.ndarray, int]:
     """(the median of the blocks' medians of `values`, `resamples` two-level bootstrap draws of it, the number of
     blocks). Non-finite values are left out; ValueError where none is left."""
     groups = [g[np.isfinite(g)] for g in split(values, blocks)]
@@ -81,8 +85,12 @@ def interval(point: float, samples: np.ndarray, blocks: int = 1) -> Estimate:
     return Estimate(point, float(min(lo, point)), float(max(hi, point)), blocks)
 
 
-def estimate(values: Sequence[float] | np.ndarray, blocks: Sequence[int] | np.ndarray | None = None,
-             seed: int = 0, resamples: int = RESAMPLES) -> Estimate:  # fmt: skip
+def estimate(
+    values: Sequence[float] | np.ndarray,
+    blocks: Sequence[int] | np.ndarray | None = None,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> Estimate:
     """The median of the blocks' medians of `values` (already in log space) with its two-level bootstrap interval."""
     point, samples, n = draws(values, blocks, seed, resamples)
     return interval(point, samples, n)

@@ -99,9 +99,15 @@ class Client:
         env["CUDA_VISIBLE_DEVICES"] = ""  # compiles need no GPU; never open a context beside timed kernels
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "suite.gpu.aot"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=env, text=True, bufsize=1, start_new_session=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "suite.gpu.aot"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         self.lines = queue.Queue()
         self.stderr.clear()
 

@@ -74,8 +74,14 @@ def _run_nvjitlink(ptx: str, arch: str, options: list[str]) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith("ptxas"))
 
 
-def assemble(ptx: str, *, prefer: str, ptxas: str | None = None, ptxas_options: list[str] | None = None,
-             maxrregcount: int | None = None) -> tuple[str, str]:  # fmt: skip
+def assemble(
+    ptx: str,
+    *,
+    prefer: str,
+    ptxas: str | None = None,
+    ptxas_options: list[str] | None = None,
+    maxrregcount: int | None = None,
+) -> tuple[str, str]:
     """(ptxas -v log, which assembler) for `ptx` on its own .target; tries `prefer` ("ptxas" or "nvjitlink")
     first and the other where it fails (e.g. a PTX ISA newer than that ptxas)."""
     arch = _ptx_target(ptx)
@@ -122,12 +128,24 @@ def read(build: Build, started: float | None = None) -> dict[str, Any]:
     if build.ptx is None:
         log, assembler = build.log or "", build.assembler
     else:
-        log, assembler = assemble(build.ptx, prefer=build.prefer, ptxas=build.ptxas,
-                                  ptxas_options=list(build.ptxas_options), maxrregcount=build.max_registers)  # fmt: skip
+        log, assembler = assemble(
+            build.ptx,
+            prefer=build.prefer,
+            ptxas=build.ptxas,
+            ptxas_options=list(build.ptxas_options),
+            maxrregcount=build.max_registers,
+        )
     r = entry(log, build.kernel)
     smem = r.smem_bytes + build.extra_smem
     if build.module_shared and build.ptx is not None and not r.smem_bytes:
         smem += ptx_shared_bytes(build.ptx)
-    return {"kernel": r.name, "registers": r.registers, "spill_store_bytes": r.spill_store_bytes,
-            "spill_load_bytes": r.spill_load_bytes, "stack_bytes": r.stack_bytes, "smem_bytes": smem,
-            "assembler": assembler, "compile_s": round(time.perf_counter() - started, 3)}  # fmt: skip
+    return {
+        "kernel": r.name,
+        "registers": r.registers,
+        "spill_store_bytes": r.spill_store_bytes,
+        "spill_load_bytes": r.spill_load_bytes,
+        "stack_bytes": r.stack_bytes,
+        "smem_bytes": smem,
+        "assembler": assembler,
+        "compile_s": round(time.perf_counter() - started, 3),
+    }

@@ -94,8 +94,9 @@ def parse(text: str) -> list[Launch]:
             continue
         kernel = cells[col["Kernel Name"]]
         read, write, lts = (_bytes(cells[col[m]], units[col[m]] if units else "", m, kernel) for m in METRICS)
-        out.append(Launch(cells[col["ID"]], cells[col["Process ID"]], cells[col["Process Name"]], kernel, read, write,
-                          lts))  # fmt: skip
+        out.append(
+            Launch(cells[col["ID"]], cells[col["Process ID"]], cells[col["Process Name"]], kernel, read, write, lts)
+        )
     return out
 
 
@@ -108,9 +109,12 @@ def total(launches: Iterable[Launch]) -> Traffic:
             if value is None:
                 raise NcuParseError(f"ncu reported no value for {name} of launch {launch.id} ({launch.kernel})")
     lts = [launch.lts for launch in launches if launch.lts is not None]
-    return Traffic(sum(launch.dram_read or 0 for launch in launches),
-                   sum(launch.dram_write or 0 for launch in launches), sum(lts) if lts else None,
-                   len(launches))  # fmt: skip
+    return Traffic(
+        sum(launch.dram_read or 0 for launch in launches),
+        sum(launch.dram_write or 0 for launch in launches),
+        sum(lts) if lts else None,
+        len(launches),
+    )
 
 
 def by_process(launches: Iterable[Launch]) -> dict[str, Traffic]:

@@ -53,9 +53,18 @@ class SMLimits:
 
 def _sm(name: str, warps: int, blocks: int, smem_kib: int) -> SMLimits:
     """The limits of one architecture: those that differ between the ones here, the others common to all."""
-    return SMLimits(name, max_warps=warps, max_blocks=blocks, registers=65536, max_regs_per_thread=255, reg_unit=256,
-                    smem_bytes=smem_kib * 1024, smem_per_block=(smem_kib - 1) * 1024, smem_unit=128,
-                    smem_reserved=1024)  # fmt: skip
+    return SMLimits(
+        name,
+        max_warps=warps,
+        max_blocks=blocks,
+        registers=65536,
+        max_regs_per_thread=255,
+        reg_unit=256,
+        smem_bytes=smem_kib * 1024,
+        smem_per_block=(smem_kib - 1) * 1024,
+        smem_unit=128,
+        smem_reserved=1024,
+    )
 
 
 SM80 = _sm("sm_80", warps=64, blocks=32, smem_kib=164)  # A100

@@ -34,9 +34,21 @@ from suite.gpu import aot
 from suite.gpu.assembler import read
 from suite.gpu.occupancy import ARCHS, limits_for, occupancy
 
-__all__ = ["STATS", "KernelSpec", "ResourceError", "Unrecorded", "analyse", "annotate", "cache_path",
-           "clear_memory_cache", "compiled_resources", "for_row", "loaded_attributes", "recording",
-           "resolve_arch"]  # fmt: skip
+__all__ = [
+    "STATS",
+    "KernelSpec",
+    "ResourceError",
+    "Unrecorded",
+    "analyse",
+    "annotate",
+    "cache_path",
+    "clear_memory_cache",
+    "compiled_resources",
+    "for_row",
+    "loaded_attributes",
+    "recording",
+    "resolve_arch",
+]
 
 SCHEMA = 2
 """Bump when what a cached compile result holds changes."""
@@ -195,8 +207,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _report(spec: KernelSpec | Unrecorded, launches: int, arch: str) -> dict[str, Any]:
     if isinstance(spec, Unrecorded):
-        return {"name": spec.name, "backend": spec.backend, "launches": launches,
-                "error": f"not recorded: {spec.reason}"}  # fmt: skip
+        error = f"not recorded: {spec.reason}"
+        return {"name": spec.name, "backend": spec.backend, "launches": launches, "error": error}
     out: dict[str, Any] = {"name": spec.name, "backend": spec.backend, "threads": spec.threads, "launches": launches}
     static = live = None
     try:
@@ -210,12 +222,23 @@ def _report(spec: KernelSpec | Unrecorded, launches: int, arch: str) -> dict[str
         except Exception as exc:
             out["loaded_error"] = _first_line(exc)
     if static is not None:
-        out.update(regs=static["registers"], spill_store_bytes=static["spill_store_bytes"],
-                   spill_load_bytes=static["spill_load_bytes"], local_bytes=static["stack_bytes"],
-                   smem_bytes=static["smem_bytes"] + spec.dynamic_smem, source=f"sm_90 ({static['assembler']})")  # fmt: skip
+        out.update(
+            regs=static["registers"],
+            spill_store_bytes=static["spill_store_bytes"],
+            spill_load_bytes=static["spill_load_bytes"],
+            local_bytes=static["stack_bytes"],
+            smem_bytes=static["smem_bytes"] + spec.dynamic_smem,
+            source=f"sm_90 ({static['assembler']})",
+        )
     elif live is not None:
-        out.update(regs=live["regs"], spill_store_bytes=None, spill_load_bytes=None, local_bytes=live["local_bytes"],
-                   smem_bytes=live["smem_bytes"] + spec.dynamic_smem, source="loaded kernel")  # fmt: skip
+        out.update(
+            regs=live["regs"],
+            spill_store_bytes=None,
+            spill_load_bytes=None,
+            local_bytes=live["local_bytes"],
+            smem_bytes=live["smem_bytes"] + spec.dynamic_smem,
+            source="loaded kernel",
+        )
     if out.get("regs") is not None:
         occ = occupancy(spec.threads, out["regs"], out["smem_bytes"], limits_for(arch))
         out.update(occupancy=round(occ.fraction, 4), limiter=occ.limiter, blocks_per_sm=occ.blocks_per_sm, arch=arch)
@@ -248,10 +271,19 @@ def for_row(specs: Sequence[KernelSpec | Unrecorded], arch: str | None = None) -
         vals = values if values is not None else [k[key] for k in kernels if k.get(key) is not None]
         return pick(vals) if vals else None
 
-    spills = [k["spill_store_bytes"] + k["spill_load_bytes"] for k in kernels
-              if k.get("spill_store_bytes") is not None and k.get("spill_load_bytes") is not None]  # fmt: skip
-    out = {"regs": worst("regs", max), "spill_bytes": worst("", max, spills), "smem_bytes": worst("smem_bytes", max),
-           "occupancy": worst("occupancy", min), "kernels": kernels, "arch": arch}  # fmt: skip
+    spills = [
+        k["spill_store_bytes"] + k["spill_load_bytes"]
+        for k in kernels
+        if k.get("spill_store_bytes") is not None and k.get("spill_load_bytes") is not None
+    ]
+    out = {
+        "regs": worst("regs", max),
+        "spill_bytes": worst("", max, spills),
+        "smem_bytes": worst("smem_bytes", max),
+        "occupancy": worst("occupancy", min),
+        "kernels": kernels,
+        "arch": arch,
+    }
     if note:
         out["arch_note"] = note
     errors = [f"{k['name']}: {k['error']}" for k in kernels if "error" in k]

@@ -92,10 +92,12 @@ def summary(rows: pd.DataFrame) -> list[str]:
         case = largest[largest["params"] == params]
         fused = case[(case["variant"] == "fused") & (case["baseline"] == "unfused")]
         rival = case[case["rival"].astype(str).str.endswith("compiled") & (case["variant"] == "fused")]
-        vs_unfused = ", ".join(f"{r.backend} {_interval(r.speedup, r.speedup_lo, r.speedup_hi)}"
-                               for r in fused.itertuples())  # fmt: skip
-        vs_compile = ", ".join(f"{r.backend} {_interval(r.rival_speedup, r.rival_lo, r.rival_hi)}"
-                               for r in rival.itertuples())  # fmt: skip
+        vs_unfused = ", ".join(
+            f"{r.backend} {_interval(r.speedup, r.speedup_lo, r.speedup_hi)}" for r in fused.itertuples()
+        )
+        vs_compile = ", ".join(
+            f"{r.backend} {_interval(r.rival_speedup, r.rival_lo, r.rival_hi)}" for r in rival.itertuples()
+        )
         out.append(f"  {family:<17} {params} {case['dtype'].iloc[0]}")
         out.append(f"    fused vs unfused        {vs_unfused or '-'}")
         out.append(f"    fused vs torch.compile  {vs_compile or '-'}")

@@ -66,8 +66,11 @@ def main(argv: list[str]) -> int:
     the_plan = plan.make(args.quick)
     say(the_plan.lines())
     if the_plan.over_budget and not args.over_budget:
-        print(f"fusebench: error: gpu-check: the plan's estimate ({the_plan.seconds / 60:.1f} min) is over its "
-              f"{the_plan.budget_s / 60:.0f} min budget; pass --over-budget to run it anyway", file=sys.stderr)  # fmt: skip
+        print(
+            f"fusebench: error: gpu-check: the plan's estimate ({the_plan.seconds / 60:.1f} min) is over its "
+            f"{the_plan.budget_s / 60:.0f} min budget; pass --over-budget to run it anyway",
+            file=sys.stderr,
+        )
         if not args.dry_run:
             return 2
     if args.dry_run:
@@ -84,10 +87,12 @@ def main(argv: list[str]) -> int:
 def dry_run_lines(the_plan: plan.Plan, found: stack.Stack, out: Path) -> list[str]:
     """What a GPU would run: the test command, each family's overrides, and where the bundle would go."""
     gpu = "" if "name" in found.gpu else " (no CUDA device answers here: nothing would run on this machine)"
-    lines = [f"dry run   a GPU would run{gpu}:",
-             f"  1. pytest -p suite.gpu_check.pytest_limits {' '.join(the_plan.test_args)}  "
-             f"(each test limited to {plan.TEST_TIMEOUT_S:.0f} s)",
-             "  2. one worker, these cases:"]  # fmt: skip
+    lines = [
+        f"dry run   a GPU would run{gpu}:",
+        f"  1. pytest -p suite.gpu_check.pytest_limits {' '.join(the_plan.test_args)}  "
+        f"(each test limited to {plan.TEST_TIMEOUT_S:.0f} s)",
+        "  2. one worker, these cases:",
+    ]
     lines += [f"     {' '.join(job)}" for job in the_plan.jobs]
     lines.append(f"  3. report, charts and the bundle into {out}")
     return lines
@@ -119,8 +124,12 @@ def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
         finalize(Result(rows, work / "run"))
         check["steps"]["report"] = round(time.monotonic() - step, 1)  # type: ignore[index]
         lines = bundle.summary(rows)
-        lines += [f"time      {name} {seconds:.0f} s (estimated {s.seconds:.0f} s)"
-                  for s in the_plan.steps for name, seconds in check["steps"].items() if name == s.name]  # type: ignore[union-attr]  # fmt: skip
+        lines += [
+            f"time      {name} {seconds:.0f} s (estimated {s.seconds:.0f} s)"
+            for s in the_plan.steps
+            for name, seconds in check["steps"].items()
+            if name == s.name
+        ]  # type: ignore[union-attr]
         lines.append(f"total     {time.monotonic() - started:.0f} s; bundle {out}; the full run {work / 'run'}")
         say(lines, log)
     bundle.write(work / "run", out, check, log_path)

@@ -26,8 +26,13 @@ FAMILIES = {"elementwise_chain": "gpu_elementwise", "layernorm": "gpu_layernorm"
             "softmax": "gpu_softmax", "attention": "gpu_attention", "matmul": "gpu_matmul"}  # fmt: skip
 """Family -> its experiment file under conf/experiment. A family from outside the tree joins at its own sizes
 (`plug_in_jobs`): the check's plan is derived from the registry."""
-CHECK_TIMING = ["timing.processes=1", "timing.budget_s=0.05", "timing.max_budget_s=0.15", "timing.energy_s=0.02",
-                "timing.case_timeout_s=120"]  # fmt: skip
+CHECK_TIMING = [
+    "timing.processes=1",
+    "timing.budget_s=0.05",
+    "timing.max_budget_s=0.15",
+    "timing.energy_s=0.02",
+    "timing.case_timeout_s=120",
+]
 """One worker times every case (its repetitions are not pooled over two processes: the check asks whether the
 suite works on this machine, not for the last percent); each implementation gets at most 0.15 s of rounds."""
 QUICK = {
@@ -39,10 +44,17 @@ QUICK = {
     "matmul": ["scenario.epilogue=[bias_gelu]"],
 }
 """--quick: each family's largest case only, the configurations a GPU first meets."""
-TESTS = ["-m", "gpu", "tests",
-         "--deselect", "tests/test_gpu_stream.py::test_every_cuda_implementation_runs_on_the_shared_stream",
-         "--deselect", "tests/test_gpu_device.py::test_the_sweeps_configurations_are_right_in_every_cuda_backend",
-         "--deselect", "tests/test_gpu_launch_limits.py::test_cupy_normalization_kernels_load_and_run_with_1024_threads"]  # fmt: skip
+TESTS = [
+    "-m",
+    "gpu",
+    "tests",
+    "--deselect",
+    "tests/test_gpu_stream.py::test_every_cuda_implementation_runs_on_the_shared_stream",
+    "--deselect",
+    "tests/test_gpu_device.py::test_the_sweeps_configurations_are_right_in_every_cuda_backend",
+    "--deselect",
+    "tests/test_gpu_launch_limits.py::test_cupy_normalization_kernels_load_and_run_with_1024_threads",
+]
 """Every gpu test but three that cost a family's sweep each and that the check's own sweep repeats or that need
 an option it does not use: the per-family stream test (the sweep runs the same stream check in every
 implementation's build-and-check, and one off the shared stream is an `error` row), the sweep's configurations
@@ -69,9 +81,13 @@ FAMILY_TEST_S = 25.0
 """One gpu test that runs a family's small cases through the hand-written CUDA backends: 4-8 cases in two dtypes,
 each built cold. The sweep's own model (`job_estimate`) gives 23 s for most families' awkward shapes and 54 s
 for matmul's eight cases, with COMPILE_S's guesses; tests in one process share Triton's and Numba's builds."""
-FAMILY_TESTS = ("test_every_cuda_kernel_is_right_on_the_device", "test_the_sweeps_configurations_are_right_in_every",
-                "test_every_cuda_implementation_runs_on_the_shared_stream", "test_graph_timing_captures_real_launchers",
-                "test_cupy_normalization_kernels_load_and_run_with")  # fmt: skip
+FAMILY_TESTS = (
+    "test_every_cuda_kernel_is_right_on_the_device",
+    "test_the_sweeps_configurations_are_right_in_every",
+    "test_every_cuda_implementation_runs_on_the_shared_stream",
+    "test_graph_timing_captures_real_launchers",
+    "test_cupy_normalization_kernels_load_and_run_with",
+)
 """Tests (by the start of their name) that cost FAMILY_TEST_S; every other gpu test costs TEST_S."""
 TEST_TIMEOUT_S = 120.0
 """Each gpu test's limit: one past it is reported as timed out and the others still run."""
@@ -125,8 +141,10 @@ class Plan:
         ]
         out += [f"  {s.name:<9} ≈ {s.seconds:5.0f} s  {s.what}" for s in self.steps]
         verdict = "within" if not self.over_budget else "OVER"
-        out.append(f"estimate  ≈ {self.seconds / 60:.1f} min ({verdict} the {self.budget_s / 60:.0f} min budget; "
-                   "constants in suite/gpu_check/plan.py are guesses, not yet calibrated on a GPU)")  # fmt: skip
+        out.append(
+            f"estimate  ≈ {self.seconds / 60:.1f} min ({verdict} the {self.budget_s / 60:.0f} min budget; "
+            "constants in suite/gpu_check/plan.py are guesses, not yet calibrated on a GPU)"
+        )
         return out
 
 
@@ -147,8 +165,15 @@ def plug_in_jobs(quick: bool) -> list[list[str]]:
     for name in scenarios.plug_ins():
         own = scenarios.get(name).dtypes
         dtypes = [d for d in ("float32", "float16") if d in own] or list(own)
-        jobs.append([f"scenario={name}", f"preset={'S' if quick else 'M'}", f"dtype=[{','.join(dtypes)}]",
-                     "device.targets=[cuda]", *CHECK_TIMING])  # fmt: skip
+        jobs.append(
+            [
+                f"scenario={name}",
+                f"preset={'S' if quick else 'M'}",
+                f"dtype=[{','.join(dtypes)}]",
+                "device.targets=[cuda]",
+                *CHECK_TIMING,
+            ]
+        )
     return jobs
 
 
@@ -170,8 +195,10 @@ def rare_skip(scenario: Any, params: dict, dtype: str, summary: tuple[str, str])
     return set() if (params_json(params), dtype) == summary else {(RARE[0], "cuda", RARE[1])}
 
 
-RARE_REASON = ("the GPU check builds torch.compile at each family's summary case only (suite/gpu_check/plan.py "
-               "RARE): a cold compile per shape would not fit the check's budget")  # fmt: skip
+RARE_REASON = (
+    "the GPU check builds torch.compile at each family's summary case only (suite/gpu_check/plan.py "
+    "RARE): a cold compile per shape would not fit the check's budget"
+)
 
 
 def implementation_seconds(backend: str, variant: str, timing: dict, kernel_s: float, built: bool) -> float:
@@ -196,8 +223,14 @@ def job_estimate(overrides: list[str]) -> tuple[int, int, int, float]:
     (cfg,) = compose_jobs(overrides)
     plan = validate.plan(cfg)
     timing = OmegaConf.to_container(cfg.timing, resolve=True)
-    keys = [k for k in REGISTRY.kernels if k.scenario == plan.scenario.name and k.device == "cuda"
-            and k.backend in plan.backends and k.variant in plan.variants]  # fmt: skip
+    keys = [
+        k
+        for k in REGISTRY.kernels
+        if k.scenario == plan.scenario.name
+        and k.device == "cuda"
+        and k.backend in plan.backends
+        and k.variant in plan.variants
+    ]
     summary = summary_case(plan.scenario, plan.cases, plan.dtypes)
     cases = impls = skipped = 0
     seconds = 0.0
@@ -226,8 +259,13 @@ def job_estimate(overrides: list[str]) -> tuple[int, int, int, float]:
 def collect_tests(args: list[str]) -> list[str]:
     """The node ids of the gpu tests pytest collects for `args` (collection only: nothing runs); [] where
     collection fails."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *args],
-                          capture_output=True, text=True, cwd=ROOT, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     return [line.strip() for line in done.stdout.splitlines() if "::" in line]
 
 
@@ -243,15 +281,21 @@ def make(quick: bool, tests: list[str] | None = None) -> Plan:
     sweep_s = STARTUP_S
     for job in plan.jobs:
         cases, impls, skipped, seconds = job_estimate(job)
-        plan.cases, plan.implementations, plan.rare_skipped = (plan.cases + cases, plan.implementations + impls,
-                                                               plan.rare_skipped + skipped)  # fmt: skip
+        plan.cases, plan.implementations, plan.rare_skipped = (
+            plan.cases + cases,
+            plan.implementations + impls,
+            plan.rare_skipped + skipped,
+        )
         sweep_s += seconds
     tests_s = STARTUP_S / 2 + plan.family_tests * FAMILY_TEST_S + (plan.tests - plan.family_tests) * TEST_S
     rare = f", torch.compile at each summary case only ({plan.rare_skipped} rows skipped)" if plan.rare_skipped else ""
     plan.steps = [
-        Step("tests", f"{plan.tests} gpu tests ({plan.family_tests} of them sweep a family), "
-             f"{TEST_TIMEOUT_S:.0f} s limit each", tests_s),
+        Step(
+            "tests",
+            f"{plan.tests} gpu tests ({plan.family_tests} of them sweep a family), {TEST_TIMEOUT_S:.0f} s limit each",
+            tests_s,
+        ),
         Step("sweep", f"{plan.cases} cases × their CUDA implementations, one worker{rare}", sweep_s),
         Step("report", "charts, report.md, the bundle and the summary", REPORT_S),
-    ]  # fmt: skip
+    ]
     return plan

@@ -82,8 +82,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         raise TestTimeout(f"past the limit of {limit:g} s")
 
     def stuck() -> None:
-        _write({"nodeid": item.nodeid, "outcome": "timeout", "duration": limit + GRACE_S,
-                "message": f"timeout: past {limit:g} s and stuck where no signal reaches (a CUDA call?)"})  # fmt: skip
+        _write(
+            {
+                "nodeid": item.nodeid,
+                "outcome": "timeout",
+                "duration": limit + GRACE_S,
+                "message": f"timeout: past {limit:g} s and stuck where no signal reaches (a CUDA call?)",
+            }
+        )
         os._exit(TIMED_OUT)
 
     previous = signal.signal(signal.SIGALRM, alarm)
@@ -109,8 +115,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 text = str(report.longrepr[2])
             message = _summary(text)
         outcome = "timeout" if "TestTimeout" in message else report.outcome
-        _write({"nodeid": report.nodeid, "outcome": outcome, "duration": round(report.duration, 3),
-                "message": message})  # fmt: skip
+        _write({"nodeid": report.nodeid, "outcome": outcome, "duration": round(report.duration, 3), "message": message})
 
 
 def _summary(text: str) -> str:

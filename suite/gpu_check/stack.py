@@ -70,9 +70,13 @@ def _gpu() -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     try:
-        found.update(name=driver.device_name(), compute_capability=driver.compute_capability(),
-                     sms=driver._attribute(driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count"),
-                     l2_bytes=driver.l2_bytes(), cuda_version=driver.cuda_version())  # fmt: skip
+        found.update(
+            name=driver.device_name(),
+            compute_capability=driver.compute_capability(),
+            sms=driver._attribute(driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count"),
+            l2_bytes=driver.l2_bytes(),
+            cuda_version=driver.cuda_version(),
+        )
     except Exception as exc:
         found["error"] = f"{type(exc).__name__}: {exc}"
     with contextlib.suppress(Exception):
@@ -155,14 +159,21 @@ def compile_paths(driver_cuda: str, toolkit: dict[str, str]) -> tuple[str, dict[
     else:
         paths.append(f"numba-cuda PTX from NVVM {nvvm or '?'}, JIT-compiled by the driver (no nvJitLink)")
         if nvvm and _key(nvvm) > _key(driver_cuda):
-            risky["numba"] = _ptx_newer("numba-cuda's", "NVVM", nvvm, driver_cuda,
-                                        f"pip install 'nvidia-nvjitlink>={nvvm}' to link SASS instead")  # fmt: skip
+            risky["numba"] = _ptx_newer(
+                "numba-cuda's",
+                "NVVM",
+                nvvm,
+                driver_cuda,
+                f"pip install 'nvidia-nvjitlink>={nvvm}' to link SASS instead",
+            )
     return f"{', '.join(paths)}; driver CUDA {driver_cuda or '?'}", risky
 
 
 def _ptx_newer(owner: str, compiler: str, version: str, driver_cuda: str, fix: str) -> str:
-    return (f"{owner} PTX from {compiler} {version} is newer than the driver's CUDA {driver_cuda}, which cannot "
-            f"JIT-compile it: its kernels will not load ({fix})")  # fmt: skip
+    return (
+        f"{owner} PTX from {compiler} {version} is newer than the driver's CUDA {driver_cuda}, which cannot "
+        f"JIT-compile it: its kernels will not load ({fix})"
+    )
 
 
 def _major_newer(compiler: str, version: str, driver_cuda: str) -> str:
@@ -181,8 +192,10 @@ def _library_notes(backends: dict[str, list[str]]) -> list[str]:
         cublas = importlib.import_module("cupy_backends.cuda.libs.cublas")
         cublas.create()
     except Exception as exc:
-        return [f"CuPy cannot load cuBLAS ({type(exc).__name__}: {exc}): its library matmul rows will be errors "
-                "that say so (pip install nvidia-cublas, or torch's CUDA wheel, brings it)"]  # fmt: skip
+        return [
+            f"CuPy cannot load cuBLAS ({type(exc).__name__}: {exc}): its library matmul rows will be errors "
+            "that say so (pip install nvidia-cublas, or torch's CUDA wheel, brings it)"
+        ]
     return []
 
 
@@ -202,8 +215,13 @@ def probe() -> Stack:
 def probe_child(timeout_s: float = 300.0) -> Stack:
     """`probe()` in a child process; a child that fails or hangs gives a Stack whose gpu says why."""
     try:
-        done = subprocess.run([sys.executable, "-m", "suite.gpu_check.stack"], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "suite.gpu_check.stack"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
         if done.returncode == 0:
             return Stack(**json.loads(done.stdout.strip().splitlines()[-1]))
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -216,19 +234,24 @@ def lines(stack: Stack) -> list[str]:
     """The stack as the check prints it first."""
     g, p = stack.gpu, stack.packages
     if "name" in g:
-        gpu = (f"GPU       {g['name']} (sm_{str(g.get('compute_capability', '?')).replace('.', '')}), "
-               f"{g.get('sms', '?')} SMs, L2 {g.get('l2_bytes', 0) / 2**20:.0f} MiB, SM clock "
-               f"{g.get('sm_clock_mhz', '?')}/{g.get('sm_clock_max_mhz', '?')} MHz, memory clock "
-               f"{g.get('mem_clock_mhz', '?')}/{g.get('mem_clock_max_mhz', '?')} MHz")  # fmt: skip
+        gpu = (
+            f"GPU       {g['name']} (sm_{str(g.get('compute_capability', '?')).replace('.', '')}), "
+            f"{g.get('sms', '?')} SMs, L2 {g.get('l2_bytes', 0) / 2**20:.0f} MiB, SM clock "
+            f"{g.get('sm_clock_mhz', '?')}/{g.get('sm_clock_max_mhz', '?')} MHz, memory clock "
+            f"{g.get('mem_clock_mhz', '?')}/{g.get('mem_clock_max_mhz', '?')} MHz"
+        )
         driver = f"driver    {g.get('driver_version', '?')}, CUDA {g.get('cuda_version', '?')}"
     else:
         gpu, driver = f"GPU       none: {g.get('error', 'not probed')}", "driver    -"
     have = lambda name: p.get(name) or "not installed"
-    out = [gpu, driver,
-           f"torch     {have('torch')} (CUDA {p.get('torch_cuda', '-')}), Triton {have('triton')}",
-           f"CuPy      {have('cupy-cuda13x')}, numba-cuda {have('numba-cuda')} (Numba {have('numba')}), "
-           f"NumPy {have('numpy')}, Hydra {have('hydra-core')}",
-           f"backends  run natively: {', '.join(stack.native) or 'none'}"]  # fmt: skip
+    out = [
+        gpu,
+        driver,
+        f"torch     {have('torch')} (CUDA {p.get('torch_cuda', '-')}), Triton {have('triton')}",
+        f"CuPy      {have('cupy-cuda13x')}, numba-cuda {have('numba-cuda')} (Numba {have('numba')}), "
+        f"NumPy {have('numpy')}, Hydra {have('hydra-core')}",
+        f"backends  run natively: {', '.join(stack.native) or 'none'}",
+    ]
     out += [f"compile   {stack.compile}"] if stack.compile else []
     out += [f"skipped   {b}: {why}" for b, why in stack.skipped.items()]
     out += [f"warning   {b}: {why}" for b, why in sorted(stack.warnings.items())]

@@ -55,8 +55,10 @@ def run_sweep(jobs: list[list[str]], outdir: Path, log: TextIO) -> pd.DataFrame:
                 for row in rows:
                     table.append(row)
                 bad = sum(r.status in ("error", "mismatch") for r in rows)
-                log.write(f"{job.scenario} {json.dumps(job.params)} {job.dtype}: {len(rows)} rows, {bad} failed, "
-                          f"{time.monotonic() - started:.1f} s\n")  # fmt: skip
+                log.write(
+                    f"{job.scenario} {json.dumps(job.params)} {job.dtype}: {len(rows)} rows, {bad} failed, "
+                    f"{time.monotonic() - started:.1f} s\n"
+                )
                 log.flush()
     finally:
         worker.close()

@@ -30,21 +30,43 @@ class TestsResult:
         return sum(1 for e in self.outcomes.values() if e["outcome"] == outcome)
 
     def lines(self) -> list[str]:
-        head = (f"tests     {self.count('passed')} passed, {self.count('failed')} failed, "
-                f"{self.count('timeout')} timed out, {self.count('skipped')} skipped in {self.seconds:.0f} s")  # fmt: skip
-        bad = [f"  {e['outcome']:<8} {node}: {e.get('message', '')}" for node, e in self.outcomes.items()
-               if e["outcome"] in ("failed", "timeout")]  # fmt: skip
+        head = (
+            f"tests     {self.count('passed')} passed, {self.count('failed')} failed, "
+            f"{self.count('timeout')} timed out, {self.count('skipped')} skipped in {self.seconds:.0f} s"
+        )
+        bad = [
+            f"  {e['outcome']:<8} {node}: {e.get('message', '')}"
+            for node, e in self.outcomes.items()
+            if e["outcome"] in ("failed", "timeout")
+        ]
         return [head + (f" ({self.note})" if self.note else ""), *bad]
 
 
-def run_tests(args: list[str], ledger: Path, log: TextIO, timeout_s: float = TEST_TIMEOUT_S,
-              restarts: int = 5) -> TestsResult:  # fmt: skip
+def run_tests(
+    args: list[str], ledger: Path, log: TextIO, timeout_s: float = TEST_TIMEOUT_S, restarts: int = 5
+) -> TestsResult:
     """Run `pytest args` under the limits plugin until every collected test is recorded or no progress is made."""
     started = time.monotonic()
-    env = {**os.environ, "FUSEBENCH_GPU_TESTS": "1", "FUSEBENCH_TEST_LEDGER": str(ledger),
-           "FUSEBENCH_TEST_TIMEOUT_S": str(timeout_s)}  # fmt: skip
-    command = [sys.executable, "-m", "pytest", "-p", "suite.gpu_check.pytest_limits", "-p", "no:randomly",
-               "-p", "no:cacheprovider", "-q", "-rs", *args]  # fmt: skip
+    env = {
+        **os.environ,
+        "FUSEBENCH_GPU_TESTS": "1",
+        "FUSEBENCH_TEST_LEDGER": str(ledger),
+        "FUSEBENCH_TEST_TIMEOUT_S": str(timeout_s),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "suite.gpu_check.pytest_limits",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        *args,
+    ]
     note = ""
     for attempt in range(restarts + 1):
         before = len(recorded(ledger))

@@ -21,16 +21,62 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-ADDED = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "PyYAML", "rich", "markdown-it-py", "mdurl",
-         "pygments", "packaging", "pyarrow", "ml_dtypes", "nvidia-ml-py")  # fmt: skip
+ADDED = (
+    "hydra-core",
+    "omegaconf",
+    "antlr4-python3-runtime",
+    "PyYAML",
+    "rich",
+    "markdown-it-py",
+    "mdurl",
+    "pygments",
+    "packaging",
+    "pyarrow",
+    "ml_dtypes",
+    "nvidia-ml-py",
+)
 """Distributions the suite imports (or its dependencies import) that a CUDA stack does not bring."""
 BUILT_FROM_SOURCE = ("antlr4-python3-runtime",)
-CUDA_STACK = ("torch", "triton", "cupy-cuda13x", "numba", "numba-cuda", "llvmlite", "numpy", "pandas",
-              "python-dateutil", "pytz", "tzdata", "six", "seaborn", "matplotlib", "contourpy", "cycler",
-              "fonttools", "kiwisolver", "pillow", "pyparsing", "pytest", "iniconfig", "pluggy", "pytest-benchmark",
-              "py-cpuinfo", "filelock", "fsspec", "jinja2", "markupsafe", "networkx", "sympy", "mpmath",
-              "typing-extensions", "setuptools", "cuda-bindings", "cuda-pathfinder", "cuda-python",
-              "fastrlock")  # fmt: skip
+CUDA_STACK = (
+    "torch",
+    "triton",
+    "cupy-cuda13x",
+    "numba",
+    "numba-cuda",
+    "llvmlite",
+    "numpy",
+    "pandas",
+    "python-dateutil",
+    "pytz",
+    "tzdata",
+    "six",
+    "seaborn",
+    "matplotlib",
+    "contourpy",
+    "cycler",
+    "fonttools",
+    "kiwisolver",
+    "pillow",
+    "pyparsing",
+    "pytest",
+    "iniconfig",
+    "pluggy",
+    "pytest-benchmark",
+    "py-cpuinfo",
+    "filelock",
+    "fsspec",
+    "jinja2",
+    "markupsafe",
+    "networkx",
+    "sympy",
+    "mpmath",
+    "typing-extensions",
+    "setuptools",
+    "cuda-bindings",
+    "cuda-pathfinder",
+    "cuda-python",
+    "fastrlock",
+)
 """What the GPU machine's environment is taken to hold already (and nvidia-* CUDA libraries)."""
 
 
@@ -48,14 +94,18 @@ def pins() -> list[str]:
 def build(folder: Path, python_version: str | None = None, platform: str | None = None) -> list[Path]:
     """Download (or build, for the source-only ones) every ADDED wheel into `folder`; the wheels there."""
     folder.mkdir(parents=True, exist_ok=True)
-    target = [*(["--python-version", python_version] if python_version else []),
-              *(["--platform", platform] if platform else [])]  # fmt: skip
+    target = [
+        *(["--python-version", python_version] if python_version else []),
+        *(["--platform", platform] if platform else []),
+    ]
     wanted = pins()
     binary = [p for p in wanted if p.split("==")[0] not in BUILT_FROM_SOURCE]
     source = [p for p in wanted if p.split("==")[0] in BUILT_FROM_SOURCE]
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", *target, "-d", str(folder),
-                    *binary], check=True)  # fmt: skip
+    subprocess.run(
+        [*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", *target, "-d", str(folder), *binary],
+        check=True,
+    )
     if source:
         subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "-w", str(folder), *source], check=True)
     return sorted(folder.glob("*.whl"))

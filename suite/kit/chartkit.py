@@ -57,13 +57,26 @@ def draw_ceilings(ax: plt.Axes, data: pd.DataFrame) -> None:
     for device, (ceiling, streaming) in ceilings.iterrows():
         if ceiling == ceiling:
             ax.axhline(ceiling, color="0.25", ls=":", lw=1.6)
-            ax.annotate(f"{device} copy: {ceiling:,.0f} GB/s", (0.02, ceiling), xycoords=("axes fraction", "data"),
-                        xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.25")  # fmt: skip
+            ax.annotate(
+                f"{device} copy: {ceiling:,.0f} GB/s",
+                (0.02, ceiling),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.25",
+            )
         if streaming == streaming and streaming > 1.05 * ceiling:
             ax.axhline(streaming, color="0.6", ls=":", lw=1.2)
-            ax.annotate(f"{device} streaming-store copy: {streaming:,.0f} GB/s", (0.02, streaming),
-                        xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=7,
-                        color="0.5")  # fmt: skip
+            ax.annotate(
+                f"{device} streaming-store copy: {streaming:,.0f} GB/s",
+                (0.02, streaming),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                fontsize=7,
+                color="0.5",
+            )
 
 
 def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, **facets: str | None) -> sns.FacetGrid:

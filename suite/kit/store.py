@@ -126,16 +126,24 @@ def read_reps(path: Path, row_ids: set[str] | None = None) -> pd.DataFrame:
 def with_rep_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` (repetitions) with every column of REPS_COLUMNS in its type, those an older run lacks filled in."""
     out = frame.copy()
-    for column, fill in (("round", 0), ("time_ms", float("nan")), ("block", 0), ("canary_ms", float("nan")),
-                         ("excluded", False)):  # fmt: skip
+    for column, fill in (
+        ("round", 0),
+        ("time_ms", float("nan")),
+        ("block", 0),
+        ("canary_ms", float("nan")),
+        ("excluded", False),
+    ):
         if column not in out:
             out[column] = pd.Series([fill] * len(out), dtype=object)
     out["round"] = pd.to_numeric(out["round"], errors="coerce").fillna(0).astype("int64")
     out["time_ms"] = pd.to_numeric(out["time_ms"], errors="coerce").astype("float64")
     out["block"] = pd.to_numeric(out["block"], errors="coerce").fillna(0).astype("int64")
     out["canary_ms"] = pd.to_numeric(out["canary_ms"], errors="coerce").astype("float64")
-    out["excluded"] = out["excluded"].map(lambda v: str(v).strip().lower() == "true" if isinstance(v, str)
-                                          else bool(v) if v == v else False).astype(bool)  # fmt: skip
+    out["excluded"] = (
+        out["excluded"]
+        .map(lambda v: str(v).strip().lower() == "true" if isinstance(v, str) else bool(v) if v == v else False)
+        .astype(bool)
+    )
     return out[REPS_COLUMNS]
 
 

@@ -190,8 +190,14 @@ def crossovers(pairs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for key, line in pairs.groupby(keys):
         if line["size"].nunique() > 1:
-            out.append({**dict(zip(keys, key, strict=True)), "pays_from": crossover(line),
-                        "sizes": len(line), "largest": line["size"].max()})  # fmt: skip
+            out.append(
+                {
+                    **dict(zip(keys, key, strict=True)),
+                    "pays_from": crossover(line),
+                    "sizes": len(line),
+                    "largest": line["size"].max(),
+                }
+            )
     return pd.DataFrame(out, columns=[*keys, "pays_from", "sizes", "largest"])
 
 

@@ -95,12 +95,23 @@ def side_by_side(data: pd.DataFrame, labels: list[str]) -> str:
     for key, group in pairs.groupby([*KEY, "baseline"], sort=True):
         case = dict(zip([*KEY, "baseline"], key, strict=True))
         mine = {row[FACET]: row for _, row in group.iterrows()}
-        cells = [f"{mine[label]['verdict']} {fmt_x(mine[label]['speedup'])}" if label in mine else "–"
-                 for label in labels]  # fmt: skip
+        cells = [
+            f"{mine[label]['verdict']} {fmt_x(mine[label]['speedup'])}" if label in mine else "–" for label in labels
+        ]
         where = differs(mine, labels)
         differ += bool(where)
-        body.append([case["scenario"], case["series"], f"{case['size_axis']} = {fmt_size(case['size'])}",
-                     case["dtype"], case["impl"], f"{case['variant']} vs {case['baseline']}", *cells, where])  # fmt: skip
+        body.append(
+            [
+                case["scenario"],
+                case["series"],
+                f"{case['size_axis']} = {fmt_size(case['size'])}",
+                case["dtype"],
+                case["impl"],
+                f"{case['variant']} vs {case['baseline']}",
+                *cells,
+                where,
+            ]
+        )
     head = ["scenario", "case", "size", "dtype", "backend/device", "comparison", *labels, "where they differ"]
     note = (
         f"Each label's verdict and measured speedup for every comparison timed natively under any label "
@@ -128,6 +139,7 @@ def runs_table(runs: list[Run], labels: list[str]) -> str:
     for run, label in zip(runs, labels, strict=True):
         rows = run.results
         native = int(_native(rows).sum())
-        body.append([label, str(run.path), describe(run, "device"), describe(run, "revision"), str(len(rows)),
-                     str(native)])  # fmt: skip
+        body.append(
+            [label, str(run.path), describe(run, "device"), describe(run, "revision"), str(len(rows)), str(native)]
+        )
     return table(["label", "run", "device", "revision", "rows", "timed natively"], body)

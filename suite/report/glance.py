@@ -29,9 +29,13 @@ def section(data: pd.DataFrame) -> str | None:
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
-        library = timed[(timed["scenario"] == row["scenario"]) & (timed["params"] == row["params"])
-                        & (timed["dtype"] == row["dtype"]) & (timed["device"] == row["device"])
-                        & (timed["variant"] == "library")]  # fmt: skip
+        library = timed[
+            (timed["scenario"] == row["scenario"])
+            & (timed["params"] == row["params"])
+            & (timed["dtype"] == row["dtype"])
+            & (timed["device"] == row["device"])
+            & (timed["variant"] == "library")
+        ]
         cells = [
             row["scenario"],
             f"{row['series']}, {row['size_axis']} = {fmt_size(row['size'])}",
@@ -43,8 +47,16 @@ def section(data: pd.DataFrame) -> str | None:
             f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else "",
         ]
         body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
-    head = ["family", "case", "fused kernel", "dtype", "time vs unfused", "memory vs unfused",
-            "time vs torch.compile", "time vs library (medians)"]  # fmt: skip
+    head = [
+        "family",
+        "case",
+        "fused kernel",
+        "dtype",
+        "time vs unfused",
+        "memory vs unfused",
+        "time vs torch.compile",
+        "time vs library (medians)",
+    ]
     head = [*(["model", "layer"] if with_model else []), *head]
     intro = (
         "Per family, device and hand-written kernel, at the largest size timed: the fused kernel's speedup over "

@@ -39,9 +39,23 @@ PAIRS = (("fused", "unfused"), ("compiled", "eager"))
 """(candidate, baseline): the variant that fuses against the one that runs the same decomposition unfused."""
 FOLD = 12
 """Tables longer than this fold into <details>."""
-HEAD = ["case", "size", "dtype", "backend/device", "comparison", "host", "baseline ms", "baseline graph ms",
-        "variant ms", "variant graph ms", "gain ms", "launch overhead ms", "with graphs ms", "bytes predict ms",
-        "with graphs / predicted"]  # fmt: skip
+HEAD = [
+    "case",
+    "size",
+    "dtype",
+    "backend/device",
+    "comparison",
+    "host",
+    "baseline ms",
+    "baseline graph ms",
+    "variant ms",
+    "variant graph ms",
+    "gain ms",
+    "launch overhead ms",
+    "with graphs ms",
+    "bytes predict ms",
+    "with graphs / predicted",
+]
 
 
 def split(rows: pd.DataFrame) -> pd.DataFrame:
@@ -52,8 +66,14 @@ def split(rows: pd.DataFrame) -> pd.DataFrame:
     pairs = pairs[[(v, b) in PAIRS for v, b in zip(pairs["variant"], pairs["baseline"], strict=True)]]
     graph = _graph_medians(rows)
     pairs = pairs.merge(graph, on=[*CASE, "variant"], how="inner")
-    base = graph.rename(columns={"variant": "baseline", "time_graph_ms": "time_graph_ms_base",
-                                 "ceiling_gbps": "ceiling_gbps_base", "paced_ms": "paced_ms_base"})  # fmt: skip
+    base = graph.rename(
+        columns={
+            "variant": "baseline",
+            "time_graph_ms": "time_graph_ms_base",
+            "ceiling_gbps": "ceiling_gbps_base",
+            "paced_ms": "paced_ms_base",
+        }
+    )
     out = pairs.merge(base, on=[*CASE, "baseline"], how="inner")
     out = out[out["time_graph_ms"].notna() & out["time_graph_ms_base"].notna()].copy()
     paced = out["paced_ms"].notna() & out["paced_ms_base"].notna()
@@ -130,16 +150,20 @@ def dominant(found: pd.DataFrame) -> str:
     tail = f"; fusion gained nothing in {lost} of {len(found)} pairs" if lost else ""
     of = f"{len(gained)} pairs that gained"
     if launch > graphs:
-        return (f"In {name}, launch overhead dominates fusion's gain: it is the larger part in {launch} of {of} (a "
-                f"median {_median_share(gained, 'launch_ms')} of the gain); the part that remains with graphs is "
-                f"{against}{tail}.")  # fmt: skip
+        return (
+            f"In {name}, launch overhead dominates fusion's gain: it is the larger part in {launch} of {of} (a "
+            f"median {_median_share(gained, 'launch_ms')} of the gain); the part that remains with graphs is "
+            f"{against}{tail}."
+        )
     if graphs > launch:
         return (
             f"In {name}, traffic dominates fusion's gain: the part that remains with graphs is the larger in "
             f"{graphs} of {of} (a median {_median_share(gained, 'graph_ms')} of the gain) and {against}{tail}."
         )
-    return (f"In {name}, neither part dominates: launch overhead is the larger in {launch} of {of} and the part "
-            f"that remains with graphs in the others, {against}{tail}.")  # fmt: skip
+    return (
+        f"In {name}, neither part dominates: launch overhead is the larger in {launch} of {of} and the part "
+        f"that remains with graphs in the others, {against}{tail}."
+    )
 
 
 def _median_share(gained: pd.DataFrame, part: str) -> str:
@@ -154,18 +178,33 @@ def _not_captured(rows: pd.DataFrame) -> str:
     missing = data[reasons.notna().to_numpy()].assign(graph=reasons.dropna().to_numpy())
     if missing.empty:
         return ""
-    body = [[why, str(len(g)), ", ".join(sorted(set(g["impl"] + " " + g["variant"])))]
-            for why, g in missing.groupby("graph")]  # fmt: skip
+    body = [
+        [why, str(len(g)), ", ".join(sorted(set(g["impl"] + " " + g["variant"])))]
+        for why, g in missing.groupby("graph")
+    ]
     rows_word = "row has" if len(missing) == 1 else "rows have"
     return f"{len(missing)} timed {rows_word} no graph time:\n\n" + table(["reason", "rows", "implementations"], body)
 
 
 def _cells(r: Any) -> list[str]:
     """A row of `split` as table cells; each part's share of the gain where there was a gain."""
-    return [r.series, fmt_size(r.size), r.dtype, r.impl, f"{r.variant} vs {r.baseline}", r.host, _ms(r.host_ms_base),
-            _ms(r.time_graph_ms_base), _ms(r.host_ms), _ms(r.time_graph_ms), _ms(r.gain_ms),
-            _ms(r.launch_ms) + _share(r.launch_ms, r.gain_ms), _ms(r.graph_ms) + _share(r.graph_ms, r.gain_ms),
-            _ms(r.predicted_ms), "" if r.realised != r.realised else f"{r.realised:.2g}×"]  # fmt: skip
+    return [
+        r.series,
+        fmt_size(r.size),
+        r.dtype,
+        r.impl,
+        f"{r.variant} vs {r.baseline}",
+        r.host,
+        _ms(r.host_ms_base),
+        _ms(r.time_graph_ms_base),
+        _ms(r.host_ms),
+        _ms(r.time_graph_ms),
+        _ms(r.gain_ms),
+        _ms(r.launch_ms) + _share(r.launch_ms, r.gain_ms),
+        _ms(r.graph_ms) + _share(r.graph_ms, r.gain_ms),
+        _ms(r.predicted_ms),
+        "" if r.realised != r.realised else f"{r.realised:.2g}×",
+    ]
 
 
 def _share(part: float, gain: float) -> str:

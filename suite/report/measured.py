@@ -59,10 +59,12 @@ def section(rows: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
     parts = ["### Measured DRAM traffic (Nsight Compute)"]
     if not found.empty:
         bad = found[found["flagged"]]
-        parts.append(f"{len(found)} rows were rerun once under Nsight Compute (`profile=ncu`): measured is the DRAM "
-                     "bytes read and written by all of a variant's kernels in one launch, modeled the ledger's "
-                     f"bytes_modeled. More than {FLAG:.0%} off the ledger: {len(bad)} of {len(found)}"
-                     + (":" if len(bad) else "."))  # fmt: skip
+        parts.append(
+            f"{len(found)} rows were rerun once under Nsight Compute (`profile=ncu`): measured is the DRAM "
+            "bytes read and written by all of a variant's kernels in one launch, modeled the ledger's "
+            f"bytes_modeled. More than {FLAG:.0%} off the ledger: {len(bad)} of {len(found)}"
+            + (":" if len(bad) else ".")
+        )
         if len(bad):
             parts.append(table(HEAD, [_cells(r) for r in _sorted(bad).itertuples()]))
         if (path := chart(found, _chart_dir(charts, outdir))) is not None:
@@ -71,8 +73,10 @@ def section(rows: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
         parts.append(details(f"Every measured row ({len(found)})", table([*HEAD, "read", "written"], body)))
     if not failed.empty:
         parts.append(f"Nsight Compute measured nothing for {len(failed)} rows (their timings stand):")
-        reasons = [[reason, str(len(g)), ", ".join(sorted(set(g["impl"] + " " + g["variant"])))]
-                   for reason, g in failed.groupby("ncu")]  # fmt: skip
+        reasons = [
+            [reason, str(len(g)), ", ".join(sorted(set(g["impl"] + " " + g["variant"])))]
+            for reason, g in failed.groupby("ncu")
+        ]
         parts.append(table(["reason", "rows", "implementations"], reasons))
     return "\n\n".join(parts)
 
@@ -99,16 +103,30 @@ def chart(found: pd.DataFrame, outdir: Path) -> Path | None:
 
     def draw(data: pd.DataFrame, **_: object) -> None:
         ax = plt.gca()
-        ax.fill_between([low, high], [low * (1 - FLAG), high * (1 - FLAG)], [low * (1 + FLAG), high * (1 + FLAG)],
-                        color="0.5", alpha=0.18, lw=0)  # fmt: skip
+        ax.fill_between(
+            [low, high],
+            [low * (1 - FLAG), high * (1 - FLAG)],
+            [low * (1 + FLAG), high * (1 + FLAG)],
+            color="0.5",
+            alpha=0.18,
+            lw=0,
+        )
         ax.plot([low, high], [low, high], color="0.1", lw=0.9)
         for (impl, variant), points in data.groupby(["impl", "variant"]):
             marker = STYLE.get(variant, ("-.", "D"))[1]
-            ax.scatter(points["bytes_modeled"], points["bytes_measured"], color=colors[impl], marker=marker, s=36,
-                       zorder=3)  # fmt: skip
+            ax.scatter(
+                points["bytes_modeled"], points["bytes_measured"], color=colors[impl], marker=marker, s=36, zorder=3
+            )
         off = data[data["flagged"]]
-        ax.scatter(off["bytes_modeled"], off["bytes_measured"], facecolors="none", edgecolors="crimson", s=150,
-                   lw=1.2, zorder=4)  # fmt: skip
+        ax.scatter(
+            off["bytes_modeled"],
+            off["bytes_measured"],
+            facecolors="none",
+            edgecolors="crimson",
+            s=150,
+            lw=1.2,
+            zorder=4,
+        )
 
     legend = {**impl_handles(colors), **_markers(data["variant"])}
     legend["y = x (measured = modeled)"] = Line2D([], [], color="0.1", lw=0.9)
@@ -116,8 +134,17 @@ def chart(found: pd.DataFrame, outdir: Path) -> Path | None:
     legend[f"flagged: |residual| > {FLAG:.0%}"] = Line2D([], [], ls="", marker="o", ms=10, mfc="none", mec="crimson")
     title = f"{scenario(data)}: DRAM bytes measured by Nsight Compute against the ledger's model"
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
-        facets = grid(data, draw, title, "measured DRAM bytes (ncu, log)", legend, x="bytes_modeled", col="dtype",
-                      row=None, xlabel="modeled bytes (ledger, log)")  # fmt: skip
+        facets = grid(
+            data,
+            draw,
+            title,
+            "measured DRAM bytes (ncu, log)",
+            legend,
+            x="bytes_modeled",
+            col="dtype",
+            row=None,
+            xlabel="modeled bytes (ledger, log)",
+        )
         for ax in facets.axes.flat:
             ax.set_xscale("log")  # bytes span decades: a log10 axis, its default ticks (grid's is log2)
             ax.set_yscale("log")
@@ -143,8 +170,16 @@ def _sorted(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _cells(r: Any) -> list[str]:
     residual = "" if pd.isna(r.residual) else f"{r.residual:+.1%}" + (" (flagged)" if r.flagged else "")
-    return [r.series, fmt_size(r.size), r.dtype, r.impl, r.variant, _bytes(r.bytes_modeled), _bytes(r.bytes_measured),
-            residual]  # fmt: skip
+    return [
+        r.series,
+        fmt_size(r.size),
+        r.dtype,
+        r.impl,
+        r.variant,
+        _bytes(r.bytes_modeled),
+        _bytes(r.bytes_measured),
+        residual,
+    ]
 
 
 def _split(extra: str) -> list[str]:

@@ -42,10 +42,30 @@ def section(rows: pd.DataFrame) -> str | None:
     body = []
     ordered = ok.sort_values(["dtype_rank", "series_rank", "size", "impl", "variant"])
     for r in ordered.itertuples():
-        body.append([r.dtype, r.series, fmt_size(r.size), r.impl, r.variant, _mib(r.peak_bytes_modeled),
-                     _mib(r.peak_bytes), _fit(r.peak_bytes, r.peak_bytes_modeled), _against(r)])  # fmt: skip
-    head = ["dtype", "case", rows["size_axis"].iloc[0], "implementation", "variant", "peak modeled (MiB)",
-            "peak measured (MiB)", "measured / modeled", "against the baseline"]  # fmt: skip
+        body.append(
+            [
+                r.dtype,
+                r.series,
+                fmt_size(r.size),
+                r.impl,
+                r.variant,
+                _mib(r.peak_bytes_modeled),
+                _mib(r.peak_bytes),
+                _fit(r.peak_bytes, r.peak_bytes_modeled),
+                _against(r),
+            ]
+        )
+    head = [
+        "dtype",
+        "case",
+        rows["size_axis"].iloc[0],
+        "implementation",
+        "variant",
+        "peak modeled (MiB)",
+        "peak measured (MiB)",
+        "measured / modeled",
+        "against the baseline",
+    ]
     text = table(head, body)
     parts = [
         "### Memory",
@@ -71,9 +91,11 @@ def _verdicts(ok: pd.DataFrame) -> str:
         counts = g["memory_verdict"].value_counts()
         said = ", ".join(f"{counts[w]} {w}" for w in ("pays", "neutral", "loses") if w in counts)
         best = g.loc[g["memory_saved_mib"].idxmax()]
-        lines.append(f"- {impl} {variant} against {baseline or 'its baseline'}: {said}; at most "
-                     f"{best['memory_ratio']:.2f}× less memory, {best['memory_saved_mib']:,.1f} MiB saved "
-                     f"({best['series']}, {best['size_axis']} = {fmt_size(best['size'])}).")  # fmt: skip
+        lines.append(
+            f"- {impl} {variant} against {baseline or 'its baseline'}: {said}; at most "
+            f"{best['memory_ratio']:.2f}× less memory, {best['memory_saved_mib']:,.1f} MiB saved "
+            f"({best['series']}, {best['size_axis']} = {fmt_size(best['size'])})."
+        )
     return "\n".join(lines)
 
 
@@ -115,8 +137,14 @@ def chart(rows: pd.DataFrame, outdir: Path) -> Path | None:
                 x = i - 0.4 + (j + 0.5) * width
                 measured, modeled = hit["peak_bytes"].median(), hit["peak_bytes_modeled"].median()
                 height = measured if pd.notna(measured) else modeled
-                ax.bar(x, height / MIB, width, color=colors[bar], hatch="" if pd.notna(measured) else "//",
-                       edgecolor="white" if pd.notna(measured) else "0.4")  # fmt: skip
+                ax.bar(
+                    x,
+                    height / MIB,
+                    width,
+                    color=colors[bar],
+                    hatch="" if pd.notna(measured) else "//",
+                    edgecolor="white" if pd.notna(measured) else "0.4",
+                )
                 if pd.notna(modeled):
                     ax.plot([x - width / 2, x + width / 2], [modeled / MIB] * 2, color="black", lw=1.5)
         ax.set_xticks(range(len(sizes)), [fmt_size(v) for v in sizes])
@@ -127,6 +155,7 @@ def chart(rows: pd.DataFrame, outdir: Path) -> Path | None:
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         title = f"{scenario(peaks)}: peak memory, measured (bars) and modeled (ticks)"
         axis = rows["size_axis"].iloc[0]
-        figure = grid(peaks.assign(slot=1), draw, title, "peak memory (MiB)", legend, x="slot",
-                      xlabel=f"problem size {axis}").figure  # fmt: skip
+        figure = grid(
+            peaks.assign(slot=1), draw, title, "peak memory (MiB)", legend, x="slot", xlabel=f"problem size {axis}"
+        ).figure
     return save(figure, Path(outdir) / chart_name(KIND, scenario(peaks)))

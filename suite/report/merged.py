@@ -48,8 +48,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, help="where to write (one run: its own directory; several: results/report_<time>)"
     )
-    p.add_argument("--facet", choices=facets.CHOICES, default="auto",
-                   help="what labels each run's rows (auto: device if the runs differ in it, else revision, else run)")  # fmt: skip
+    p.add_argument(
+        "--facet",
+        choices=facets.CHOICES,
+        default="auto",
+        help="what labels each run's rows (auto: device if the runs differ in it, else revision, else run)",
+    )
     return p
 
 
@@ -141,14 +145,16 @@ def _folders(labels: list[str]) -> dict[str, str]:
 
 def _header(runs: list[Run], labels: list[str], kind: str, auto: bool) -> str:
     why = " (the first of device, revision and run in which they differ)" if auto else ""
-    return "\n\n".join([
-        f"# fusebench report over {len(runs)} runs",
-        f"Every number below comes from `results.csv` beside this file: the rows of {len(runs)} runs, each "
-        f"labelled (column `{facets.FACET}`) with the {kind} it came from{why}. Each label's verdicts come from "
-        "its own rows only; runs with the same label are pooled. Nothing was rerun.",
-        "## Runs",
-        facets.runs_table(runs, labels),
-    ])  # fmt: skip
+    return "\n\n".join(
+        [
+            f"# fusebench report over {len(runs)} runs",
+            f"Every number below comes from `results.csv` beside this file: the rows of {len(runs)} runs, each "
+            f"labelled (column `{facets.FACET}`) with the {kind} it came from{why}. Each label's verdicts come from "
+            "its own rows only; runs with the same label are pooled. Nothing was rerun.",
+            "## Runs",
+            facets.runs_table(runs, labels),
+        ]
+    )
 
 
 def _nested(label: str, parts: list[str]) -> str:

@@ -168,9 +168,20 @@ def _mark_crossover(ax: plt.Axes, where: float, color: tuple, label: str) -> Non
     line it is. A light box keeps the label legible where it runs over the lines it describes; where labels of
     several lines would overprint, `_stack_crossovers` moves them apart once the chart is drawn."""
     ax.axvline(where, color=color, ls=":", lw=1.2)
-    ax.annotate(f"{label}{fmt_size(where)}", (where, 0.02), xycoords=("data", "axes fraction"), xytext=(0, 0),
-                textcoords="offset points", color=color, fontsize=7, rotation=90, ha="right", va="bottom",
-                bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3}, gid=CROSSOVER)  # fmt: skip
+    ax.annotate(
+        f"{label}{fmt_size(where)}",
+        (where, 0.02),
+        xycoords=("data", "axes fraction"),
+        xytext=(0, 0),
+        textcoords="offset points",
+        color=color,
+        fontsize=7,
+        rotation=90,
+        ha="right",
+        va="bottom",
+        bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.3},
+        gid=CROSSOVER,
+    )
 
 
 def _stack_crossovers(figure: plt.Figure) -> plt.Figure:

@@ -18,8 +18,20 @@ from suite.core.scenario import lookup
 from suite.kit.markdown import details, table
 from suite.kit.tidy import json_dict
 
-HEAD = ["case", "dtype", "backend", "variant", "kernel", "launches", "threads", "regs", "spill B/thread",
-        "smem B", "occupancy", "limited by"]  # fmt: skip
+HEAD = [
+    "case",
+    "dtype",
+    "backend",
+    "variant",
+    "kernel",
+    "launches",
+    "threads",
+    "regs",
+    "spill B/thread",
+    "smem B",
+    "occupancy",
+    "limited by",
+]
 
 
 def section(rows: pd.DataFrame, pairs: pd.DataFrame) -> str:
@@ -35,18 +47,32 @@ def section(rows: pd.DataFrame, pairs: pd.DataFrame) -> str:
         lines.append("No kernel spills, and every kernel can reach full theoretical occupancy.")
     elif spilling.empty:
         low = kernels.loc[kernels["occupancy"].idxmin()]
-        lines.append(f"No kernel spills. Lowest theoretical occupancy: {_pct(low.occupancy)} (`{low.kernel}`, "
-                     f"{low.variant}, {low.case} {low['dtype']}: {_limited(low)}).")  # fmt: skip
+        lines.append(
+            f"No kernel spills. Lowest theoretical occupancy: {_pct(low.occupancy)} (`{low.kernel}`, "
+            f"{low.variant}, {low.case} {low['dtype']}: {_limited(low)})."
+        )
     else:
         for key, group in spilling.groupby(["case", "dtype", "impl", "variant"], sort=False):
             lines.append("- " + _spill_sentence(key, group, kernels, pairs))
     same = ["dtype", "impl", "variant", "kernel", "threads", "regs", "spill", "smem", "occupancy", "limiter"]
     distinct = kernels.fillna({"limiter": ""}).groupby(same, sort=False, dropna=False)
     body = [
-        [_cases(group["case"]), dtype, impl, variant, f"`{kernel}`", _int(group["launches"].max()), _int(threads),
-         _int(regs), _int(spill), _int(smem), _pct(occ), limiter]
+        [
+            _cases(group["case"]),
+            dtype,
+            impl,
+            variant,
+            f"`{kernel}`",
+            _int(group["launches"].max()),
+            _int(threads),
+            _int(regs),
+            _int(spill),
+            _int(smem),
+            _pct(occ),
+            limiter,
+        ]
         for (dtype, impl, variant, kernel, threads, regs, spill, smem, occ, limiter), group in distinct
-    ]  # fmt: skip
+    ]
     lines.append(details(f"Every kernel ({len(body)} distinct builds)", table(HEAD, body)))
     return "\n\n".join(lines)
 
@@ -64,13 +90,24 @@ def _kernels(rows: pd.DataFrame) -> pd.DataFrame:
         for k in json_dict(row.extra).get("kernels", []):
             if "error" in k:
                 continue
-            out.append({
-                "case": lookup(row.scenario).series(json_dict(row.params), ""), "dtype": row.dtype, "impl": row.impl,
-                "variant": row.variant, "params": row.params, "status": row.status, "kernel": k.get("name", "?"),
-                "launches": k.get("launches"), "threads": k.get("threads"), "regs": k.get("regs"),
-                "spill": (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0),
-                "smem": k.get("smem_bytes"), "occupancy": k.get("occupancy"), "limiter": k.get("limiter", ""),
-            })  # fmt: skip
+            out.append(
+                {
+                    "case": lookup(row.scenario).series(json_dict(row.params), ""),
+                    "dtype": row.dtype,
+                    "impl": row.impl,
+                    "variant": row.variant,
+                    "params": row.params,
+                    "status": row.status,
+                    "kernel": k.get("name", "?"),
+                    "launches": k.get("launches"),
+                    "threads": k.get("threads"),
+                    "regs": k.get("regs"),
+                    "spill": (k.get("spill_store_bytes") or 0) + (k.get("spill_load_bytes") or 0),
+                    "smem": k.get("smem_bytes"),
+                    "occupancy": k.get("occupancy"),
+                    "limiter": k.get("limiter", ""),
+                }
+            )
     frame = pd.DataFrame(out)
     if not frame.empty:
         frame["occupancy"] = pd.to_numeric(frame["occupancy"], errors="coerce")
@@ -82,22 +119,30 @@ def _spill_sentence(key: tuple, group: pd.DataFrame, kernels: pd.DataFrame, pair
     unfused kernels: at most R' registers, no spills. Verdict: ...'"""
     case, dtype, impl, variant = key
     worst = group.loc[group["spill"].idxmax()]
-    text = (f"**{impl} {variant}, {case} {dtype}**: `{worst.kernel}` spills {worst.spill:,.0f} bytes per thread "
-            f"({worst.regs:.0f} registers, occupancy {_pct(worst.occupancy)})")  # fmt: skip
+    text = (
+        f"**{impl} {variant}, {case} {dtype}**: `{worst.kernel}` spills {worst.spill:,.0f} bytes per thread "
+        f"({worst.regs:.0f} registers, occupancy {_pct(worst.occupancy)})"
+    )
     same = (kernels["case"] == case) & (kernels["dtype"] == dtype) & (kernels["impl"] == impl)
     for other, theirs in kernels[same & (kernels["variant"] != variant)].groupby("variant", sort=False):
         spill = theirs["spill"].max()
-        text += (f"; the {other} kernels: at most {theirs['regs'].max():.0f} registers, "
-                 + (f"{spill:,.0f} bytes spilled" if spill else "no spills")
-                 + _lowest(theirs["occupancy"]))  # fmt: skip
+        text += (
+            f"; the {other} kernels: at most {theirs['regs'].max():.0f} registers, "
+            + (f"{spill:,.0f} bytes spilled" if spill else "no spills")
+            + _lowest(theirs["occupancy"])
+        )
     return text + ". " + _verdict(pairs, worst)
 
 
 def _verdict(pairs: pd.DataFrame, kernel: pd.Series) -> str:
     """The measured verdict of the spilling variant against its baseline, or why there is none."""
     if not pairs.empty:
-        mine = pairs[(pairs["params"] == kernel["params"]) & (pairs["dtype"] == kernel["dtype"])
-                     & (pairs["impl"] == kernel["impl"]) & (pairs["variant"] == kernel["variant"])]  # fmt: skip
+        mine = pairs[
+            (pairs["params"] == kernel["params"])
+            & (pairs["dtype"] == kernel["dtype"])
+            & (pairs["impl"] == kernel["impl"])
+            & (pairs["variant"] == kernel["variant"])
+        ]
         if len(mine):
             p = mine.iloc[0]
             return f"Measured: {p['verdict']} ({p['speedup']:.2f}× against {p.get('baseline', 'unfused')})."

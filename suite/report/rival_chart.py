@@ -46,8 +46,17 @@ def rival_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure | No
             ax.plot(line["size"], line["ratio"], ls=ls, marker=marker, color=colors[impl], ms=5)
             ax.fill_between(line["size"], line["ratio_lo"], line["ratio_hi"], color=colors[impl], alpha=0.15)
         ax.axhline(1.0, color="0.1", lw=1.2)
-        ax.annotate("compiler", (0.99, 1.0), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", ha="right", va="bottom", fontsize=8, color="0.1")  # fmt: skip
+        ax.annotate(
+            "compiler",
+            (0.99, 1.0),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="0.1",
+        )
 
     shown = {impl: c for impl, c in colors.items() if impl in set(ratios["impl"])}
     legend = {**impl_handles(shown), **variant_handles(ratios["variant"])}

@@ -77,8 +77,11 @@ def _summary(hand: pd.DataFrame) -> str:
             lead = f"hand fusion beat {rival} in {len(said['pays'])} of {total} cases ({_range(said['pays'])})"
         else:
             lead = f"hand fusion never beat {rival} ({total} case{'s' if total != 1 else ''})"
-        rest = [f"{word} in {len(said[v])} ({_range(said[v])})"
-                for v, word in (("neutral", "was neutral"), ("loses", "lost")) if len(said[v])]  # fmt: skip
+        rest = [
+            f"{word} in {len(said[v])} ({_range(said[v])})"
+            for v, word in (("neutral", "was neutral"), ("loses", "lost"))
+            if len(said[v])
+        ]
         out.append(f"- **{label}**: " + ", ".join([lead, *rest]))
     return "\n".join(out)
 

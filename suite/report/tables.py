@@ -21,10 +21,17 @@ def crossover_table(pairs: pd.DataFrame) -> str:
     if found.empty:
         return "No case was swept over more than one size."
     rows = [
-        [r.series, r.dtype, r.impl, f"{r.variant} vs {r.baseline}",
-         f"{r.size_axis} ≥ {fmt_size(r.pays_from)}" if pd.notna(r.pays_from) else f"never (up to {fmt_size(r.largest)})"]
+        [
+            r.series,
+            r.dtype,
+            r.impl,
+            f"{r.variant} vs {r.baseline}",
+            f"{r.size_axis} ≥ {fmt_size(r.pays_from)}"
+            if pd.notna(r.pays_from)
+            else f"never (up to {fmt_size(r.largest)})",
+        ]
         for r in found.itertuples()
-    ]  # fmt: skip
+    ]
     return table(["case", "dtype", "backend/device", "comparison", "fusion pays from"], rows)
 
 

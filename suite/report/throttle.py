@@ -27,9 +27,11 @@ def _excluded(data: pd.DataFrame) -> list[str]:
     hit = data[reps > 0]
     total = pd.to_numeric(hit["reps"], errors="coerce").sum()
     whole = int((reps >= pd.to_numeric(data["reps"], errors="coerce")).sum())
-    return [f"**Throttled repetitions left out:** {int(reps.sum())} of {int(total)} repetitions of {len(hit)} rows were "
-            "taken while NVML sampled the clocks held back (sampled every 2 ms during the rounds); times and "
-            f"verdicts use the others. {whole} rows were throttled throughout and have no verdict."]  # fmt: skip
+    return [
+        f"**Throttled repetitions left out:** {int(reps.sum())} of {int(total)} repetitions of {len(hit)} rows were "
+        "taken while NVML sampled the clocks held back (sampled every 2 ms during the rounds); times and "
+        f"verdicts use the others. {whole} rows were throttled throughout and have no verdict."
+    ]
 
 
 def energy(data: pd.DataFrame) -> list[str]:
@@ -40,10 +42,12 @@ def energy(data: pd.DataFrame) -> list[str]:
     if pairs.empty:
         return []
     ratio, speed = pairs["energy_ratio"].astype(float), pd.to_numeric(pairs["speedup"], errors="coerce")
-    return [f"**Energy (NVML's counter, joules per call in `energy_j`):** over {len(pairs)} candidate/baseline "
-            f"pairs, the baseline spent {ratio.median():.2f}× the candidate's energy per call (range "
-            f"{ratio.min():.2f}–{ratio.max():.2f}) where it took {speed.median():.2f}× its time: fewer bytes "
-            "moved, less energy, by its own factor (column `energy_ratio`)."]  # fmt: skip
+    return [
+        f"**Energy (NVML's counter, joules per call in `energy_j`):** over {len(pairs)} candidate/baseline "
+        f"pairs, the baseline spent {ratio.median():.2f}× the candidate's energy per call (range "
+        f"{ratio.min():.2f}–{ratio.max():.2f}) where it took {speed.median():.2f}× its time: fewer bytes "
+        "moved, less energy, by its own factor (column `energy_ratio`)."
+    ]
 
 
 def _throttled(data: pd.DataFrame) -> list[str]:
@@ -80,16 +84,18 @@ def over_the_run(environment: dict[str, Any]) -> str | None:
     if not start or not end:
         return None
     about = [str(end.get("name") or "GPU") + (f" `{end['uuid']}`" if end.get("uuid") else "")]
-    about += [f"{word} {end[key]}" for key, word in (("driver_version", "driver"), ("cuda_version", "CUDA"))
-              if end.get(key)]  # fmt: skip
+    about += [
+        f"{word} {end[key]}" for key, word in (("driver_version", "driver"), ("cuda_version", "CUDA")) if end.get(key)
+    ]
     changes = [_change(start, end, *reading) for reading in READINGS]
     said = [c for c in changes if c]
     why = f"throttling at the start: {_reasons(start)}, at the end: {_reasons(end)}"
     return ", ".join(about) + ": " + ", ".join([*said, why])
 
 
-def _change(start: dict[str, Any], end: dict[str, Any], key: str, label: str, unit: str, bound: str | None,
-            word: str) -> str:  # fmt: skip
+def _change(
+    start: dict[str, Any], end: dict[str, Any], key: str, label: str, unit: str, bound: str | None, word: str
+) -> str:
     """'SM clock 1980 → 1755 MHz (max 1980 MHz)'; '' where neither reading has it."""
     a, b = start.get(key), end.get(key)
     if a is None and b is None:

@@ -28,8 +28,14 @@ from suite.run.timing import CudaClock, Timing
 Notify = Callable[[Any], None]
 
 
-def execute(job: Job, scn: Scenario, case: Case, ceilings: dict[str, Ceiling], cuda_clock: CudaClock | None = None,
-            notify: Notify | None = None) -> list[Row]:  # fmt: skip
+def execute(
+    job: Job,
+    scn: Scenario,
+    case: Case,
+    ceilings: dict[str, Ceiling],
+    cuda_clock: CudaClock | None = None,
+    notify: Notify | None = None,
+) -> list[Row]:
     """Run every implementation of one case and return its rows.
 
     `notify((backend, device, variant))` is called before each implementation is built and run, and
@@ -78,9 +84,9 @@ def _traffic(found: measure.Found) -> dict[str, int]:
     return out
 
 
-def timed_watching_clocks(found: measure.Found, job: Job, cuda_clock: CudaClock | None,
-                          canaries: dict[str, Canary] | None = None
-                          ) -> tuple[measure.Found, tuple[str, ...], dict[str, Timing]]:  # fmt: skip
+def timed_watching_clocks(
+    found: measure.Found, job: Job, cuda_clock: CudaClock | None, canaries: dict[str, Canary] | None = None
+) -> tuple[measure.Found, tuple[str, ...], dict[str, Timing]]:
     """`measure.timed` (with the `canaries` timed beside), with the GPU's clock-throttle reasons read from
     NVML just before and just after where anything is timed on it: their union (empty: none seen, or no NVML).
     NVML reports the clocks' state of the moment, so a throttle that came and went between the two readings is

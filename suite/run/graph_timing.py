@@ -37,8 +37,9 @@ class _PacedOrSpun:
         return self.clock.time(launch)
 
 
-def graph_timed(found: dict[KernelKey, Stages], timing: TimingConfig, clock: Any, driver: Any = None
-                ) -> dict[KernelKey, Stages]:  # fmt: skip
+def graph_timed(
+    found: dict[KernelKey, Stages], timing: TimingConfig, clock: Any, driver: Any = None
+) -> dict[KernelKey, Stages]:
     """Add `time_graph_ms` and `extra.time_paced_ms` to every timed CUDA implementation whose launcher can be
     captured (a clock without `time_paced` gives the graph time alone)."""
     if driver is None:

@@ -102,5 +102,13 @@ class Case:
     def lost(cls, job: Job) -> Case:
         scn = SCENARIOS.get(job.scenario)
         size = scn.size(job.params) if scn is not None else None
-        return cls(job.scenario, job.params, job.dtype, size, run_id=job.run_id, model=job.model, layer=job.layer,
-                   backend_options=job.backend_options)  # fmt: skip
+        return cls(
+            job.scenario,
+            job.params,
+            job.dtype,
+            size,
+            run_id=job.run_id,
+            model=job.model,
+            layer=job.layer,
+            backend_options=job.backend_options,
+        )

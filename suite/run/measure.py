@@ -67,8 +67,9 @@ def peers(found: Found, seed: int = 0) -> Found:
     return out
 
 
-def timed(found: Found, job: Job, cuda_clock: CudaClock | None,
-          canaries: Mapping[str, Canary] | None = None) -> tuple[Found, dict[str, Timing]]:  # fmt: skip
+def timed(
+    found: Found, job: Job, cuda_clock: CudaClock | None, canaries: Mapping[str, Canary] | None = None
+) -> tuple[Found, dict[str, Timing]]:
     """Time every correct, natively run implementation, interleaved with the others of its device, in blocks on
     fresh buffers (`suite.run.timing.measure_blocks`), with the device's canary (`suite.run.ceiling.canaries`)
     in the same rounds; the readings of the canaries that are the ceiling's copy returned per device."""

@@ -200,11 +200,24 @@ def compared(found: Found, scn: Scenario) -> Found:
         mine = peaks.get((key.backend, key.device, key.variant))
         if mine is None:
             continue
-        base = next((peaks[(key.backend, key.device, b)] for c, b in scn.pairs
-                     if c == key.variant and (key.backend, key.device, b) in peaks), None)  # fmt: skip
+        base = next(
+            (
+                peaks[(key.backend, key.device, b)]
+                for c, b in scn.pairs
+                if c == key.variant and (key.backend, key.device, b) in peaks
+            ),
+            None,
+        )
         wanted = [v for c, v in scn.rivals if c == key.variant]
-        rival = next((peaks[(b, d, v)] for w in wanted for b, d, v in sorted(peaks)
-                      if v == w and d == key.device and b != key.backend), None)  # fmt: skip
+        rival = next(
+            (
+                peaks[(b, d, v)]
+                for w in wanted
+                for b, d, v in sorted(peaks)
+                if v == w and d == key.device and b != key.backend
+            ),
+            None,
+        )
         ratio, saved, word, basis = versus(base, mine) if base is not None else (None, None, "", "")
         rival_ratio, _, _, rival_basis = versus(rival, mine) if rival is not None else (None, None, "", "")
         if ratio is None and rival_ratio is None:

@@ -35,9 +35,14 @@ def split_timing(timing: Any, processes: int) -> Any:
     if processes <= 1:
         return timing
     share = lambda n: max(1, -(-int(n) // processes))  # ceiling division
-    return replace(timing, budget_s=timing.budget_s / processes, max_budget_s=timing.max_budget_s / processes,
-                   min_blocks=share(timing.min_blocks), max_blocks=share(timing.max_blocks),
-                   max_reps=share(timing.max_reps))  # fmt: skip
+    return replace(
+        timing,
+        budget_s=timing.budget_s / processes,
+        max_budget_s=timing.max_budget_s / processes,
+        min_blocks=share(timing.min_blocks),
+        max_blocks=share(timing.max_blocks),
+        max_reps=share(timing.max_reps),
+    )
 
 
 def _key(row: Row) -> tuple[str, str, str]:
@@ -85,12 +90,23 @@ def _merged(mates: list[Row | None]) -> Row:
     kept = [i for i, out in enumerate(excluded) if not out] or list(range(len(times)))
     t = Timing([times[i] for i in kept], [blocks[i] for i in kept])
     extra = {**first.extra, "processes_missed": missed} if missed else first.extra
-    out = replace(first, times_ms=tuple(times), blocks=tuple(blocks), excluded=tuple(excluded), extra=extra,
-                  canary_times_ms=tuple(canary) if np.isfinite(canary).all() else (), processes=used,
-                  time_ms=t.median, time_min_ms=min(t.times_ms), time_q1_ms=t.quantile(0.25),
-                  time_q3_ms=t.quantile(0.75), reps=len(times), precision=t.precision(),
-                  buffer_sets=len(set(blocks)), throttled_reps=sum(excluded) if first.throttled_reps is not None
-                  else None)  # fmt: skip
+    out = replace(
+        first,
+        times_ms=tuple(times),
+        blocks=tuple(blocks),
+        excluded=tuple(excluded),
+        extra=extra,
+        canary_times_ms=tuple(canary) if np.isfinite(canary).all() else (),
+        processes=used,
+        time_ms=t.median,
+        time_min_ms=min(t.times_ms),
+        time_q1_ms=t.quantile(0.25),
+        time_q3_ms=t.quantile(0.75),
+        reps=len(times),
+        precision=t.precision(),
+        buffer_sets=len(set(blocks)),
+        throttled_reps=sum(excluded) if first.throttled_reps is not None else None,
+    )
     if np.isfinite(canary).all():
         out.canary_ms = float(np.median(canary))
     ceilings = [r.ceiling_gbps for r in mates if _timed(r) and r is not None and r.ceiling_gbps]

@@ -65,8 +65,9 @@ class Profiler:
 
     @classmethod
     def of(cls, cfg: DictConfig) -> Profiler:
-        return cls(shutil.which("ncu"), tuple(cfg.plugins), float(cfg.timing.case_timeout_s),
-                   clock_control=clock_control())  # fmt: skip
+        return cls(
+            shutil.which("ncu"), tuple(cfg.plugins), float(cfg.timing.case_timeout_s), clock_control=clock_control()
+        )
 
 
 def wanted(row: Row) -> bool:
@@ -86,12 +87,22 @@ def measure(row: Row, job: Job, profiler: Profiler) -> Row:
         traffic = ncu.total(launches)
     except (ProfileError, ncu.NcuParseError) as exc:
         return replace(row, extra={**row.extra, "ncu": str(exc)})
-    found = {"dram_read_bytes": traffic.dram_read, "dram_write_bytes": traffic.dram_write, "lts_bytes": traffic.lts,
-             "launches": traffic.launches, "processes": len(ncu.by_process(launches)),
-             "clock_control": profiler.clock_control, "build_s": child.get("build_s"),
-             "kernels": [asdict(launch) for launch in launches]}  # fmt: skip
-    return replace(row, bytes_measured=traffic.dram, ledger_residual=residual(traffic.dram, row.bytes_modeled),
-                   extra={**row.extra, "ncu": found})  # fmt: skip
+    found = {
+        "dram_read_bytes": traffic.dram_read,
+        "dram_write_bytes": traffic.dram_write,
+        "lts_bytes": traffic.lts,
+        "launches": traffic.launches,
+        "processes": len(ncu.by_process(launches)),
+        "clock_control": profiler.clock_control,
+        "build_s": child.get("build_s"),
+        "kernels": [asdict(launch) for launch in launches],
+    }
+    return replace(
+        row,
+        bytes_measured=traffic.dram,
+        ledger_residual=residual(traffic.dram, row.bytes_modeled),
+        extra={**row.extra, "ncu": found},
+    )
 
 
 def residual(measured: int | None, modeled: int | None) -> float | None:
@@ -106,9 +117,27 @@ def command(profiler: Profiler, spec_path: Path, out_path: Path) -> list[str]:
     """ncu around the one-launch entry: only the bracketed launch of the process it starts is profiled, caches
     flushed before each kernel, clocks as `profiler.clock_control` says."""
     assert profiler.ncu is not None
-    return [profiler.ncu, "--profile-from-start", "off", "--target-processes", "application-only",
-            "--clock-control", profiler.clock_control, "--cache-control", "all", "--csv", "--page", "raw",
-            "--metrics", ",".join(ncu.METRICS), profiler.python, "-m", ENTRY, str(spec_path), str(out_path)]  # fmt: skip
+    return [
+        profiler.ncu,
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "application-only",
+        "--clock-control",
+        profiler.clock_control,
+        "--cache-control",
+        "all",
+        "--csv",
+        "--page",
+        "raw",
+        "--metrics",
+        ",".join(ncu.METRICS),
+        profiler.python,
+        "-m",
+        ENTRY,
+        str(spec_path),
+        str(out_path),
+    ]
 
 
 def run_ncu(row: Row, job: Job, profiler: Profiler) -> tuple[list[ncu.Launch], dict[str, Any]]:

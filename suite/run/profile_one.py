@@ -34,17 +34,38 @@ Bracket = Callable[[], AbstractContextManager[None]]
 
 def spec(job: Job, row: Row, plugins: list[str]) -> dict[str, Any]:
     """What the child needs to rebuild `row`'s implementation of `job`'s case exactly as the worker built it."""
-    return {"scenario": job.scenario, "params": job.params, "dtype": job.dtype, "backend": row.backend,
-            "device": row.device, "variant": row.variant, "seed": job.seed,
-            "emulate_max_elements": job.emulate_max_elements, "backend_options": job.backend_options,
-            "cache_dir": job.cache_dir, "plugins": list(plugins)}  # fmt: skip
+    return {
+        "scenario": job.scenario,
+        "params": job.params,
+        "dtype": job.dtype,
+        "backend": row.backend,
+        "device": row.device,
+        "variant": row.variant,
+        "seed": job.seed,
+        "emulate_max_elements": job.emulate_max_elements,
+        "backend_options": job.backend_options,
+        "cache_dir": job.cache_dir,
+        "plugins": list(plugins),
+    }
 
 
 def job_of(s: dict[str, Any]) -> Job:
     """The one-implementation job of a spec: natively run, never emulated."""
-    return Job(s["scenario"], s["params"], s["dtype"], [s["backend"]], [s["device"]], [s["variant"]], int(s["seed"]),
-               TimingConfig(), False, int(s["emulate_max_elements"]), s["backend_options"],
-               cache_dir=s["cache_dir"], strict=True)  # fmt: skip
+    return Job(
+        s["scenario"],
+        s["params"],
+        s["dtype"],
+        [s["backend"]],
+        [s["device"]],
+        [s["variant"]],
+        int(s["seed"]),
+        TimingConfig(),
+        False,
+        int(s["emulate_max_elements"]),
+        s["backend_options"],
+        cache_dir=s["cache_dir"],
+        strict=True,
+    )
 
 
 def launch_once(s: dict[str, Any], bracket: Bracket, timings: dict[str, float] | None = None) -> str:

@@ -79,10 +79,15 @@ class Bar:
         self.prefix = f"job {job + 1}/{len(sweep.cases)} " if len(sweep.cases) > 1 and job is not None else ""
         self.progress = Progress(
             TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=3)),
-            BarColumn(bar_width=20), MofNCompleteColumn(), SweepTime(sweep, table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            SweepTime(sweep, table_column=Column(no_wrap=True)),
             TextColumn("{task.fields[tally]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
-            console=console, disable=not enabled, transient=False, expand=True,
-        )  # fmt: skip
+            console=console,
+            disable=not enabled,
+            transient=False,
+            expand=True,
+        )
         self.task = self.progress.add_task("cases", total=sweep.total, completed=done_before, tally="")
         self.tally: Counter[str] = Counter()
 
@@ -115,6 +120,11 @@ def summary(frame: pd.DataFrame, outdir: str) -> None:
         times = pd.to_numeric(ok["time_ms"], errors="coerce").dropna()
         modes = ",".join(sorted({str(m) for m in group["mode"].dropna() if m}))
         bad = Counter(group.loc[group["status"] != "ok", "status"])
-        table.add_row(*map(str, key), modes, str(len(ok)), " ".join(f"{k}:{v}" for k, v in bad.items()) or "-",
-                      f"{times.median():.4g}" if len(times) else "-")  # fmt: skip
+        table.add_row(
+            *map(str, key),
+            modes,
+            str(len(ok)),
+            " ".join(f"{k}:{v}" for k, v in bad.items()) or "-",
+            f"{times.median():.4g}" if len(times) else "-",
+        )
     console.print(table)

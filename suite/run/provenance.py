@@ -103,8 +103,11 @@ def gpu() -> dict[str, str]:
     """Device 0's name, compute capability, the driver's version and the CUDA version it supports."""
     from suite.gpu import driver
 
-    found = {"name": driver.device_name(), "compute_capability": driver.compute_capability(),
-             "cuda_driver_api": driver.cuda_version()}  # fmt: skip
+    found = {
+        "name": driver.device_name(),
+        "compute_capability": driver.compute_capability(),
+        "cuda_driver_api": driver.cuda_version(),
+    }
     try:  # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  ..."
         words = Path("/proc/driver/nvidia/version").read_text().split()
         found["driver"] = next(w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit())
@@ -155,16 +158,27 @@ def _override(key: str, value: Any) -> str:
     return f"{key}={value}" if key else str(value)
 
 
-def command(scenario: str, params: dict[str, Any], dtype: str, backend: str, device: str, variant: str,
-            options: Mapping[str, Any] | None = None, plugins: Sequence[str] = ()) -> str:  # fmt: skip
+def command(
+    scenario: str,
+    params: dict[str, Any],
+    dtype: str,
+    backend: str,
+    device: str,
+    variant: str,
+    options: Mapping[str, Any] | None = None,
+    plugins: Sequence[str] = (),
+) -> str:
     """A command line that reruns exactly this (case, implementation), with the backend's `options` the run set
     (`backend_options.<backend>.<option>=<value>`, each as the command line writes it) and the `plugins` it
     imported (a family or backend they register is found again)."""
     parts = ["python", "-m", "suite", *([f"plugins=[{','.join(plugins)}]"] if plugins else []), f"scenario={scenario}"]
     parts += [_override(f"scenario.{k}", v) for k, v in params.items()]
     parts += [f"dtype={dtype}", f"backends=[{backend}]", f"device={device}", f"variants=[{variant}]"]
-    parts += [_override(f"backend_options.{backend}.{k}", _value(v)) for k, v in sorted((options or {}).items())
-              if v is not None]  # fmt: skip
+    parts += [
+        _override(f"backend_options.{backend}.{k}", _value(v))
+        for k, v in sorted((options or {}).items())
+        if v is not None
+    ]
     return " ".join(shlex.quote(p) for p in parts)
 
 

@@ -22,8 +22,28 @@ from suite.run.stages import Check, Stages
 HOST_NAMES = {EMULATED: "host (emulated)", COMPILE: "sm_90 (compiled, not run)"}
 """What ran a kernel that did not run natively on its device."""
 
-_OWN = {"scenario", "params", "dtype", "backend", "device", "variant", "status", "reason", "mode", "extra", "size",
-        "seed", "model", "layer", "versions", "git_rev", "run_id", "device_name", "command", "backend_options"}  # fmt: skip
+_OWN = {
+    "scenario",
+    "params",
+    "dtype",
+    "backend",
+    "device",
+    "variant",
+    "status",
+    "reason",
+    "mode",
+    "extra",
+    "size",
+    "seed",
+    "model",
+    "layer",
+    "versions",
+    "git_rev",
+    "run_id",
+    "device_name",
+    "command",
+    "backend_options",
+}
 _FROM_STAGES = set(COLUMNS) - _OWN
 """Columns a stage's field of the same name fills; the others are the key, the outcome, `extra` and the case's."""
 
@@ -32,8 +52,18 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     """The results row of implementation `key` of `case`."""
     status, reason = stages.outcome()
     values: dict[str, Any] = {}
-    for stage in (stages.ledger, stages.check, stages.resources, stages.peer, stages.timing, stages.rates,
-                  stages.comparison, stages.rival, stages.memory, stages.memory_comparison):  # fmt: skip
+    for stage in (
+        stages.ledger,
+        stages.check,
+        stages.resources,
+        stages.peer,
+        stages.timing,
+        stages.rates,
+        stages.comparison,
+        stages.rival,
+        stages.memory,
+        stages.memory_comparison,
+    ):
         if stage is not None:
             values.update({f.name: getattr(stage, f.name) for f in fields(stage) if f.name in _FROM_STAGES})
     extra = dict(stages.resources.extra) if stages.resources is not None else {}
@@ -50,15 +80,35 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     mode = stages.mode
     device_name = case.device_names.get(key.device, "") if mode == NATIVE else HOST_NAMES.get(mode, "")
     given = dict(case.backend_options.get(key.backend) or {})
-    command = provenance.command(key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant,
-                                 given, case.plugins)  # fmt: skip
+    command = provenance.command(
+        key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant, given, case.plugins
+    )
     backend = BACKENDS.get(key.backend)
     in_force = backend.in_force(given) if backend is not None else given
-    return Row(scenario=key.scenario, params=params_json(case.params), dtype=case.dtype, backend=key.backend,
-               device=key.device, variant=key.variant, status=status, reason=reason, mode=mode, size=case.size,
-               seed=case.seed, model=case.model, layer=case.layer, versions=case.versions, git_rev=case.git_rev, run_id=case.run_id,
-               device_name=device_name, command=command, extra=extra, backend_options=_json(in_force),
-               **_repetitions(stages), **values)  # fmt: skip
+    return Row(
+        scenario=key.scenario,
+        params=params_json(case.params),
+        dtype=case.dtype,
+        backend=key.backend,
+        device=key.device,
+        variant=key.variant,
+        status=status,
+        reason=reason,
+        mode=mode,
+        size=case.size,
+        seed=case.seed,
+        model=case.model,
+        layer=case.layer,
+        versions=case.versions,
+        git_rev=case.git_rev,
+        run_id=case.run_id,
+        device_name=device_name,
+        command=command,
+        extra=extra,
+        backend_options=_json(in_force),
+        **_repetitions(stages),
+        **values,
+    )
 
 
 def _json(options: dict[str, Any]) -> str:

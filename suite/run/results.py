@@ -76,8 +76,18 @@ def _reps(row: Row) -> list[tuple]:
     def at(values: tuple, i: int, default: object) -> object:
         return values[i] if len(values) == n else default
 
-    return [(row.row_id, row.variant, i, t, at(row.blocks, i, 0), at(row.canary_times_ms, i, ""),
-             at(row.excluded, i, False)) for i, t in enumerate(row.times_ms)]  # fmt: skip
+    return [
+        (
+            row.row_id,
+            row.variant,
+            i,
+            t,
+            at(row.blocks, i, 0),
+            at(row.canary_times_ms, i, ""),
+            at(row.excluded, i, False),
+        )
+        for i, t in enumerate(row.times_ms)
+    ]
 
 
 def aggregate(paths: list[Path], out: Path, extra: Sequence[Row] = ()) -> pd.DataFrame:

@@ -64,8 +64,9 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
     return out
 
 
-def run(what: Plan | DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "",
-        job: int | None = None) -> Result:  # fmt: skip
+def run(
+    what: Plan | DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "", job: int | None = None
+) -> Result:
     """Run every case of the plan, appending rows as they come; return the run's Result (its whole table, the
     files written). A composed config is planned here first, with its plug-ins (`validate.prepare`): a Hydra job
     and a test hand one in. `run_id` (default: the directory's name) is recorded in every row and starts its row

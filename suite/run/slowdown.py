@@ -27,8 +27,12 @@ def wanted(opts: Mapping[str, Any], variant: str) -> float:
     return pct / 100 if pct and variant == opts.get("slowdown_variant", "fused") else 0.0
 
 
-def slowed(launch: Callable[[], None], fraction: float, synchronize: Callable[[], None],
-           spin: Callable[[int], None] | None = None) -> Launch:  # fmt: skip
+def slowed(
+    launch: Callable[[], None],
+    fraction: float,
+    synchronize: Callable[[], None],
+    spin: Callable[[int], None] | None = None,
+) -> Launch:
     """`launch` followed by a spin of `fraction` of its median time over CALIBRATION_CALLS calls (each
     synchronised); `spin(ns)` queues the spin on a device, else the calling thread busy-waits."""
     times = []

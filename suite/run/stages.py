@@ -53,8 +53,17 @@ class Ledger:
     @classmethod
     def of(cls, lg: VariantLedger, device: str) -> Ledger:
         model = STORE_MODEL[device]
-        return cls(model, lg.bytes_read, lg.bytes_written, lg.flops, lg.bytes_moved(model), lg.launches,
-                   len(lg.removed), lg.saved_bytes, lg.peak_bytes)  # fmt: skip
+        return cls(
+            model,
+            lg.bytes_read,
+            lg.bytes_written,
+            lg.flops,
+            lg.bytes_moved(model),
+            lg.launches,
+            len(lg.removed),
+            lg.saved_bytes,
+            lg.peak_bytes,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,19 +137,37 @@ class Timed:
     """Joules per call (CUDA, NVML's energy counter), from a window of back-to-back calls after the rounds."""
 
     @classmethod
-    def of(cls, t: Timing, cold_cache: bool, canary: Timing | None = None, canary_name: str = "",
-           excluded: list[bool] | None = None) -> Timed:  # fmt: skip
+    def of(
+        cls,
+        t: Timing,
+        cold_cache: bool,
+        canary: Timing | None = None,
+        canary_name: str = "",
+        excluded: list[bool] | None = None,
+    ) -> Timed:
         """The timing's statistics over the repetitions kept: all, or where some were taken while the GPU was
         throttled (`excluded`), the others (all of them where none is left: the row's notes say so)."""
         canary_times = tuple(canary.times_ms) if canary is not None and len(canary.times_ms) == t.reps else ()
         flags = tuple(excluded) if excluded is not None and len(excluded) == t.reps else (False,) * t.reps
         kept = t if all(flags) else _kept(t, flags)
-        return cls(kept.median, min(kept.times_ms), kept.quantile(0.25), kept.quantile(0.75), t.reps, cold_cache,
-                   tuple(t.times_ms), blocks=tuple(t.blocks), buffer_sets=t.buffer_sets, processes=1,
-                   precision=kept.precision(), canary=canary_name if canary_times else "",
-                   canary_ms=float(np.median(canary_times)) if canary_times else None,
-                   canary_times_ms=canary_times, throttled_reps=sum(flags) if excluded is not None else None,
-                   excluded=flags if any(flags) else ())  # fmt: skip
+        return cls(
+            kept.median,
+            min(kept.times_ms),
+            kept.quantile(0.25),
+            kept.quantile(0.75),
+            t.reps,
+            cold_cache,
+            tuple(t.times_ms),
+            blocks=tuple(t.blocks),
+            buffer_sets=t.buffer_sets,
+            processes=1,
+            precision=kept.precision(),
+            canary=canary_name if canary_times else "",
+            canary_ms=float(np.median(canary_times)) if canary_times else None,
+            canary_times_ms=canary_times,
+            throttled_reps=sum(flags) if excluded is not None else None,
+            excluded=flags if any(flags) else (),
+        )
 
 
 def _kept(t: Timing, excluded: tuple[bool, ...]) -> Timing:

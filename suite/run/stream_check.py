@@ -74,14 +74,20 @@ def check(launcher: Callable[[], None], probe: Probe, holds_ms: tuple[float, ...
         written = int(np.count_nonzero(~np.isnan(early)))
         if written == 0:
             return Discipline(True, "")
-        return Discipline(False, f"stream discipline: {written} of {early.size} sampled output values were written "
-                                 f"while the shared stream was held ({hold_ms:g} ms): a kernel ran on another stream, "
-                                 "outside the timer's events")  # fmt: skip
+        return Discipline(
+            False,
+            f"stream discipline: {written} of {early.size} sampled output values were written "
+            f"while the shared stream was held ({hold_ms:g} ms): a kernel ran on another stream, "
+            "outside the timer's events",
+        )
     probe.poison()
     if waited == len(holds_ms):
-        return Discipline(None, f"stream discipline not checked: the launcher returned only after each hold (up to "
-                                f"{holds_ms[-1]:g} ms) had ended, so it synchronises with the shared stream or its "
-                                "host work takes that long")  # fmt: skip
+        return Discipline(
+            None,
+            f"stream discipline not checked: the launcher returned only after each hold (up to "
+            f"{holds_ms[-1]:g} ms) had ended, so it synchronises with the shared stream or its "
+            "host work takes that long",
+        )
     return Discipline(
         None, f"stream discipline not checked: reading the output back outlasted a {holds_ms[-1]:g} ms hold"
     )

@@ -25,7 +25,7 @@ import time
 import types
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +179,9 @@ Clock = CpuClock | CudaClock
 
 _now = time.perf_counter_ns
 """The CPU clock's reading, captured as the suite is imported: a later `time.perf_counter_ns = ...` is not seen."""
-GENUINE: dict[tuple[type, str], Any] = {(c, m): c.__dict__[m] for c, m in
-                                        ((CpuClock, "time"), (CudaClock, "time"), (CudaClock, "time_paced"))}  # fmt: skip
+GENUINE: dict[tuple[type, str], Any] = {
+    (c, m): c.__dict__[m] for c, m in ((CpuClock, "time"), (CudaClock, "time"), (CudaClock, "time_paced"))
+}
 """The clocks' methods as this module defines them: what every repetition is timed with."""
 
 
@@ -188,8 +189,11 @@ def tampered() -> list[str]:
     """What an implementation replaced of the suite's timer: a clock's method, or the clock reading (here or in
     `time`); empty when nothing was."""
     found = [f"{c.__name__}.{m}" for (c, m), fn in GENUINE.items() if c.__dict__.get(m) is not fn]
-    for name, fn in (("suite.run.timing._now", _now), ("time.perf_counter_ns", time.perf_counter_ns),
-                     ("time.monotonic", time.monotonic)):  # fmt: skip
+    for name, fn in (
+        ("suite.run.timing._now", _now),
+        ("time.perf_counter_ns", time.perf_counter_ns),
+        ("time.monotonic", time.monotonic),
+    ):
         if not (isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__self__", None) is time):
             found.append(name)
     return found
@@ -220,16 +224,17 @@ def measure_interleaved(launchers: dict[Hashable, Launcher], clock: Clock, cfg: 
     """Time every launcher round-robin until the budget (per launcher) is spent or max_reps is reached: one block
     on the launchers' own buffers (ceilings, graph replays)."""
     results = {k: Timing() for k in launchers}
-    _block({k: [v] for k, v in launchers.items()}, results, clock, 0, cfg.budget_s, cfg.min_reps, cfg.max_reps,
-           cfg.warmup)  # fmt: skip
+    _block({k: [v] for k, v in launchers.items()}, results, clock, 0, cfg)
     return results
 
 
-def _block(sets: dict[Hashable, list[Launcher]], results: dict[Hashable, Timing], clock: Clock, block: int,
-           budget_s: float, min_reps: int, max_reps: int, warmup: int) -> float:  # fmt: skip
+def _block(
+    sets: dict[Hashable, list[Launcher]], results: dict[Hashable, Timing], clock: Clock, block: int, cfg: TimingConfig
+) -> float:
     """Warm up every set, then round-robin rounds (order rotated each round; each key's set rotated each round,
-    outside the timed window) until `budget_s` per key is spent and `min_reps` are done, or `max_reps`; the
-    rounds' seconds."""
+    outside the timed window) until `cfg.budget_s` per key is spent and `cfg.min_reps` are done, or `cfg.max_reps`;
+    the rounds' seconds."""
+    budget_s, min_reps, max_reps, warmup = cfg.budget_s, cfg.min_reps, cfg.max_reps, cfg.warmup
     keys = list(sets)
     timer = _timer(clock)
     for _ in range(warmup):
@@ -259,8 +264,13 @@ SET_STRIDE = 1000
 """Block numbers of a block's extra input sets: b + j·SET_STRIDE (j ≥ 1), each at an offset of its own."""
 
 
-def measure_blocks(launchers: dict[Hashable, Launcher], clock: Clock, cfg: TimingConfig, rebuild: Builder | None = None,
-                   fixed: dict[Hashable, Launcher] | None = None) -> dict[Hashable, Timing]:  # fmt: skip
+def measure_blocks(
+    launchers: dict[Hashable, Launcher],
+    clock: Clock,
+    cfg: TimingConfig,
+    rebuild: Builder | None = None,
+    fixed: dict[Hashable, Launcher] | None = None,
+) -> dict[Hashable, Timing]:
     """Time `launchers` and the `fixed` ones (a canary: the same buffers throughout) round-robin, in blocks.
 
     Block 0 times `launchers`; each later block times `rebuild(b, key)` of every key (on fresh buffers; the first
@@ -280,7 +290,7 @@ def measure_blocks(launchers: dict[Hashable, Launcher], clock: Clock, cfg: Timin
         if rebuild is not None:
             extra = {k: _extra_sets(rebuild, block, k, cfg.input_sets) for k in current}
         sets = {**{k: [current[k], *extra[k]] for k in current}, **{k: [v] for k, v in fixed.items()}}
-        spent += _block(sets, results, clock, block, per_block, cfg.min_reps, reps, cfg.warmup)
+        spent += _block(sets, results, clock, block, replace(cfg, budget_s=per_block, max_reps=reps))
         del sets
         block += 1
         if rebuild is None or block >= max(blocks, cfg.max_blocks):

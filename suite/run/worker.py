@@ -86,9 +86,21 @@ class Session:
             self.cuda_clock = CudaClock()
         scn = scenarios.get(job.scenario)
         seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
-        case = Case(job.scenario, job.params, job.dtype, scn.size(job.params), seed, self.versions, self.git_rev,
-                    job.run_id, self.device_names, job.model, job.layer, job.backend_options,
-                    self.plugins)  # fmt: skip
+        case = Case(
+            job.scenario,
+            job.params,
+            job.dtype,
+            scn.size(job.params),
+            seed,
+            self.versions,
+            self.git_rev,
+            job.run_id,
+            self.device_names,
+            job.model,
+            job.layer,
+            job.backend_options,
+            self.plugins,
+        )
         at: list[Any] = [None]
 
         def seen(impl: Any) -> None:
@@ -110,8 +122,12 @@ class Session:
         return rows
 
     def info(self) -> dict[str, Any]:
-        return {"ceilings": self.ceilings, "device_names": self.device_names, "gpu": self.gpu,
-                "environment": self.environment}  # fmt: skip
+        return {
+            "ceilings": self.ceilings,
+            "device_names": self.device_names,
+            "gpu": self.gpu,
+            "environment": self.environment,
+        }
 
 
 def _release() -> None:

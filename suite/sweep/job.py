@@ -94,8 +94,10 @@ def _placement(cfg: DictConfig, launcher: str, sweep_dir: Path, num: int) -> tup
     gpu = placement.gpu_for(num, gpus)
     if gpu is not None:
         if not cfg.isolate:
-            raise ConfigError("isolate=false runs every job's kernels in the launcher's own process, bound to the "
-                              "first GPU it touched; a launcher sharing this machine needs isolate=true")  # fmt: skip
+            raise ConfigError(
+                "isolate=false runs every job's kernels in the launcher's own process, bound to the "
+                "first GPU it touched; a launcher sharing this machine needs isolate=true"
+            )
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     alone = not placement.gpu_only([str(d) for d in cfg.device.targets], gpus)
     say = lambda text: print(text, flush=True)

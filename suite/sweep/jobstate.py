@@ -38,8 +38,15 @@ def _write(outdir: Path, state: dict[str, Any]) -> None:
 
 
 def begin(outdir: Path, job: int, overrides: list[str], gpu: str | None = None) -> dict[str, Any]:
-    state = {"job": job, "overrides": list(overrides), "status": RUNNING, "host": socket.gethostname(),
-             "pid": os.getpid(), "gpu": gpu, "started": time.time()}  # fmt: skip
+    state = {
+        "job": job,
+        "overrides": list(overrides),
+        "status": RUNNING,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "gpu": gpu,
+        "started": time.time(),
+    }
     _write(outdir, state)
     return state
 
@@ -58,7 +65,7 @@ def finished(outdir: Path, job: int, overrides: list[str]) -> bool:
         raise ConfigError(
             f"resume: {outdir} holds job {job} of another sweep ({' '.join(state.get('overrides', [])) or 'no overrides'}"
             f", not {' '.join(overrides) or 'no overrides'}); resume with the same sweep arguments or another hydra.sweep.dir"
-        )  # fmt: skip
+        )
     return state.get("status") == DONE
 
 

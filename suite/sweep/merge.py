@@ -115,8 +115,7 @@ def job_dirs(sweep: Path) -> dict[int, Path]:
     return found
 
 
-def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overrides: list[str] | None = None
-          ) -> Result:  # fmt: skip
+def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overrides: list[str] | None = None) -> Result:
     """Merge every job of the sweep launched with `task_overrides` into `sweep`; say which jobs did not finish
     and how to complete them, with the launcher they ran through (`hydra_overrides`, else those the sweep saved
     in its multirun.yaml). Return the sweep's Result: the merged table and every file written at its top."""
@@ -153,8 +152,10 @@ def merge(sweep: Path, task_overrides: list[str], say: Any = print, hydra_overri
         say(f"sweep: {line}")
     if unfinished:
         hydra_overrides = saved_hydra_overrides(sweep) if hydra_overrides is None else hydra_overrides
-        say(f"sweep: {len(unfinished)} of {len(expected)} jobs did not finish; their rows are kept in {sweep}. "
-            f"Complete it with: {resume_command(sweep, task_overrides, hydra_overrides)}")  # fmt: skip
+        say(
+            f"sweep: {len(unfinished)} of {len(expected)} jobs did not finish; their rows are kept in {sweep}. "
+            f"Complete it with: {resume_command(sweep, task_overrides, hydra_overrides)}"
+        )
     return result
 
 
@@ -179,8 +180,7 @@ def _frame(rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame([r.as_record() for r in rows], columns=COLUMNS)
 
 
-def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, written: pd.DataFrame, why: str
-                 ) -> list[Row]:  # fmt: skip
+def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, written: pd.DataFrame, why: str) -> list[Row]:
     """An `error` row for each (case, implementation) job `num` did not write, naming the job and how it ended.
     The job's config says what it was to run (`_job_config`); where it cannot, one row for all of it."""
     from suite.run import result_rows, validate
@@ -199,8 +199,20 @@ def failure_rows(sweep: Path, num: int, overrides: list[str], path: Path, writte
     except Exception as exc:  # the config no longer composes or plans (a plugin gone): one row says what happened
         reason += f" (its cases could not be listed: {exc})"
     scenario = next((o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")), "")
-    return [Row(scenario=scenario, params="{}", dtype="", backend="", device="", variant="", status="error",
-                reason=reason, run_id=run_id, row_id=f"{run_id}#failed0")]  # fmt: skip
+    return [
+        Row(
+            scenario=scenario,
+            params="{}",
+            dtype="",
+            backend="",
+            device="",
+            variant="",
+            status="error",
+            reason=reason,
+            run_id=run_id,
+            row_id=f"{run_id}#failed0",
+        )
+    ]
 
 
 def _job_config(path: Path, overrides: list[str]) -> DictConfig:

@@ -55,8 +55,7 @@ def gpu_only(devices: Sequence[str], gpus: Sequence[str]) -> bool:
 
 
 @contextlib.contextmanager
-def turn(sweep_dir: Path, job: int, gpu: str | None, alone: bool, say: Callable[[str], None] = print
-         ) -> Iterator[None]:  # fmt: skip
+def turn(sweep_dir: Path, job: int, gpu: str | None, alone: bool, say: Callable[[str], None] = print) -> Iterator[None]:
     """Hold the locks job `job` needs while it runs: the machine exclusively when `alone` (it times on the CPU),
     else shared, and its GPU exclusively. Waiting is said once, with what the job waits for."""
     folder = Path(sweep_dir) / LOCKS
@@ -65,8 +64,14 @@ def turn(sweep_dir: Path, job: int, gpu: str | None, alone: bool, say: Callable[
         machine = "the machine to itself (it times on the CPU)" if alone else "jobs timing on the CPU to finish"
         held.enter_context(_lock(folder / "cpu.lock", exclusive=alone, say=say, what=f"job {job} waits for {machine}"))
         if gpu is not None and not alone:
-            held.enter_context(_lock(folder / f"gpu{gpu}.lock", exclusive=True, say=say,
-                                     what=f"job {job} waits for GPU {gpu}, which another job of the sweep holds"))  # fmt: skip
+            held.enter_context(
+                _lock(
+                    folder / f"gpu{gpu}.lock",
+                    exclusive=True,
+                    say=say,
+                    what=f"job {job} waits for GPU {gpu}, which another job of the sweep holds",
+                )
+            )
         yield
 
 

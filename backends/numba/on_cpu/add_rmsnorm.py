@@ -79,8 +79,13 @@ def _step(st: Any, env: dict[str, Any], dtype: str) -> tuple[Any, tuple]:
 def unfused(inputs: dict[str, Any], out: np.ndarray, params: dict, opts: dict) -> Launcher:
     """The decomposition, one kernel per step; the statistic and the normalised matrix allocated here."""
     dtype, env = _arrays(inputs, out)
-    writes = walk(STEPS, env, stats=ROW_STATS, stat=lambda: np.empty(out.shape[1], np.float32),
-                  matrix=lambda: np.empty_like(env["x"]))  # fmt: skip
+    writes = walk(
+        STEPS,
+        env,
+        stats=ROW_STATS,
+        stat=lambda: np.empty(out.shape[1], np.float32),
+        matrix=lambda: np.empty_like(env["x"]),
+    )
     steps = [_step(st, env, dtype) for st in writes]
 
     def launch() -> None:

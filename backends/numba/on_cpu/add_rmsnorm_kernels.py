@@ -174,8 +174,9 @@ def fused_kernel(dtype: str) -> Any:
             if r0 < r1:
                 total = add_square(x[r0], res[r0], h[r0])
                 for r in range(r0, r1 - 1):
-                    total = output_then_add_square(x[r], res[r], h[r], y[r], reciprocal_std(total / n), wf,
-                                                   x[r + 1], res[r + 1], h[r + 1])  # fmt: skip
+                    total = output_then_add_square(
+                        x[r], res[r], h[r], y[r], reciprocal_std(total / n), wf, x[r + 1], res[r + 1], h[r + 1]
+                    )
                 output(x[r1 - 1], res[r1 - 1], h[r1 - 1], y[r1 - 1], reciprocal_std(total / n), wf)
 
     return add_rmsnorm_fused

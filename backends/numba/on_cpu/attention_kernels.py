@@ -35,8 +35,10 @@ ROUND = F32(12582912.0)
 """1.5·2²³: adding and subtracting it rounds a float32 of magnitude < 2²² to the nearest integer."""
 EXP_MIN = F32(-87.0)
 """Below this exp(x) is under the smallest normal float32 and is returned as 0 (masked scores are -inf)."""
-EXP_POLY = tuple(F32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                                  1.6666665459e-1, 5.0000001201e-1))  # fmt: skip
+EXP_POLY = tuple(
+    F32(c)
+    for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+)
 P0, P1, P2, P3, P4, P5 = EXP_POLY
 
 
@@ -77,8 +79,9 @@ def kernels(dtype: str, lanes: int) -> SimpleNamespace:
     """The four kernels (flash, scores, softmax, pv) for arrays stored as `dtype`, their tile products on
     vectors of `lanes` float32, built once per dtype and width."""
     t = tile_code(lanes)
-    return SimpleNamespace(flash=_flash(dtype, t), scores=_scores(dtype, t), softmax=_softmax(dtype),
-                           pv=_pv(dtype, t), lanes=lanes)  # fmt: skip
+    return SimpleNamespace(
+        flash=_flash(dtype, t), scores=_scores(dtype, t), softmax=_softmax(dtype), pv=_pv(dtype, t), lanes=lanes
+    )
 
 
 def _flash(dtype: str, t: SimpleNamespace) -> Any:

@@ -101,8 +101,9 @@ def simd(lanes: int) -> SimpleNamespace:
         if a == b == c == vec_t:
 
             def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3),
-                                                    f"llvm.fma.v{lanes}f32")  # fmt: skip
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{lanes}f32"
+                )
                 return builder.call(fn, args)
 
             return vec_t(a, b, c), codegen
@@ -128,5 +129,6 @@ def simd(lanes: int) -> SimpleNamespace:
             return vec_t(a, b), codegen
         return None
 
-    return SimpleNamespace(lanes=lanes, vload=vload, vstore=vstore, vsplat_at=vsplat_at, vfma=vfma, vzero=vzero,
-                           vmax=vmax)  # fmt: skip
+    return SimpleNamespace(
+        lanes=lanes, vload=vload, vstore=vstore, vsplat_at=vsplat_at, vfma=vfma, vzero=vzero, vmax=vmax
+    )

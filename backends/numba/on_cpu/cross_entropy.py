@@ -128,8 +128,10 @@ def _arrays(inputs: dict[str, Any], out: np.ndarray) -> tuple[str, np.ndarray, n
     dtype = str(out.dtype)
     x, targets = inputs["logits"], inputs["targets"]
     if dtype not in VECTOR_CODECS or x.dtype != out.dtype or targets.dtype != np.int64:
-        raise ValueError(f"numba/cpu cross_entropy: logits {x.dtype}, targets {targets.dtype} -> out {dtype}; "
-                         f"needs logits and out of one of {list(VECTOR_CODECS)}, int64 targets")  # fmt: skip
+        raise ValueError(
+            f"numba/cpu cross_entropy: logits {x.dtype}, targets {targets.dtype} -> out {dtype}; "
+            f"needs logits and out of one of {list(VECTOR_CODECS)}, int64 targets"
+        )
     return dtype, storage(x), targets, storage(out)
 
 

@@ -24,8 +24,10 @@ def _arrays(inputs: dict[str, Any], out: np.ndarray) -> tuple[np.ndarray, np.nda
     if out.dtype != np.float32:
         raise Unsupported(f"{out.dtype}: NumPy has no half-precision BLAS for the LM head's GEMM")
     if h.dtype != np.float32 or w.dtype != np.float32 or targets.dtype != np.int64:
-        raise ValueError(f"numba/cpu linear_cross_entropy: hidden {h.dtype}, weight {w.dtype}, targets "
-                         f"{targets.dtype} -> out {out.dtype}; needs float32 and int64 targets")  # fmt: skip
+        raise ValueError(
+            f"numba/cpu linear_cross_entropy: hidden {h.dtype}, weight {w.dtype}, targets "
+            f"{targets.dtype} -> out {out.dtype}; needs float32 and int64 targets"
+        )
     return h, w, targets
 
 

@@ -180,8 +180,17 @@ def _tiled_kernel(bm: int, bn: int, bk: int, dtype: str, epilogue: bool, math: s
     return tiled
 
 
-def _tiled_launch(params: dict, dtype: str, epilogue: bool, math: str, a: np.ndarray, b: np.ndarray,
-                  bias: np.ndarray, c: np.ndarray, lanes: int = HOST_LANES) -> Callable[[], None]:  # fmt: skip
+def _tiled_launch(
+    params: dict,
+    dtype: str,
+    epilogue: bool,
+    math: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    bias: np.ndarray,
+    c: np.ndarray,
+    lanes: int = HOST_LANES,
+) -> Callable[[], None]:
     """Pack A and B (buffers allocated here, once), then run the tiled kernel into c, on vectors of `lanes`
     (the host's widest unless a test asks for another)."""
     (m, k), n = a.shape, b.shape[1]

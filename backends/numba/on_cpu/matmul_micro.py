@@ -89,8 +89,9 @@ def micro(lanes: int) -> SimpleNamespace:
     check_width(lanes, "matmul")
 
     @intrinsic
-    def micro_tile(typingctx: Any, ap: Any, a_off: Any, bp: Any, b_off: Any, kc: Any, acc: Any, c_off: Any,
-                   ldc: Any) -> Any:  # fmt: skip
+    def micro_tile(
+        typingctx: Any, ap: Any, a_off: Any, bp: Any, b_off: Any, kc: Any, acc: Any, c_off: Any, ldc: Any
+    ) -> Any:
         """acc[c_off + i·ldc + j] += Σ_p ap[a_off + p·MR + i] · bp[b_off + p·NR + j], p = 0..kc−1 in order, for
         the MR×NR micro-tile (i < MR, j < NR). All three are flat C-contiguous float32 arrays; kc ≥ 1, and every
         offset in bounds: nothing is checked inside, this is the hot loop."""

@@ -82,8 +82,13 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: np.ndarray, params: dict
     here and reused every launch."""
     dtype = _dtype(op, inputs, out)
     env = {name: storage(a) for name, a in inputs.items()} | {"y": storage(out)}
-    writes = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: np.empty(out.shape[0], np.float32),
-                  matrix=lambda: np.empty_like(env["x"]))  # fmt: skip
+    writes = walk(
+        DECOMPOSITIONS[op],
+        env,
+        stats=ROW_STATS,
+        stat=lambda: np.empty(out.shape[0], np.float32),
+        matrix=lambda: np.empty_like(env["x"]),
+    )
     steps = [_step(st, env, dtype) for st in writes]
 
     def launch() -> None:

@@ -149,8 +149,11 @@ def _views(inputs: dict[str, Any], out: np.ndarray) -> tuple[str, dict[str, np.n
         found = {k: str(a.dtype) for k, a in inputs.items()}
         raise ValueError(f"numba/cpu rope: inputs {found} -> out {dtype}; needs one of {list(VECTOR_CODECS)}")
     rows = {n: storage(a).reshape(-1, *a.shape[2:]) for n, a in inputs.items() if n in ("q", "k")}
-    return dtype, rows | {"cos": storage(inputs["cos"]), "sin": storage(inputs["sin"]),
-                          "out": storage(out).reshape(-1, *out.shape[2:])}  # fmt: skip
+    return dtype, rows | {
+        "cos": storage(inputs["cos"]),
+        "sin": storage(inputs["sin"]),
+        "out": storage(out).reshape(-1, *out.shape[2:]),
+    }
 
 
 @kernel(scenario="rope", backend="numba", variant="fused", device="cpu")

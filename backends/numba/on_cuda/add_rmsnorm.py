@@ -36,8 +36,10 @@ def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Ca
     mat, vec = f"{dtype}[:, ::1]", f"{dtype}[::1]"
     if variant == "fused":
         return {"add_rmsnorm fused": (fused_source(block, threads), f"void({mat}, {mat}, {vec}, {mat}, {mat})")}
-    return {"residual add": (add_source(block, threads), f"void({mat}, {mat}, {mat})"),
-            **norm_sources("rmsnorm", "unfused", params, dtype)}  # fmt: skip
+    return {
+        "residual add": (add_source(block, threads), f"void({mat}, {mat}, {mat})"),
+        **norm_sources("rmsnorm", "unfused", params, dtype),
+    }
 
 
 @functools.cache
@@ -46,8 +48,9 @@ def _dispatcher(variant: str, block: int, threads: int) -> Any:
     return cuda.jit((fused_source if variant == "fused" else add_source)(block, threads))
 
 
-def _prepared(key: tuple[str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple,
-              name: str) -> Launcher:  # fmt: skip
+def _prepared(
+    key: tuple[str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple, name: str
+) -> Launcher:
     dispatcher = _dispatcher(*key)
     compiled = None if simulating() else dispatcher.compile(tuple(numba.typeof(a) for a in args))
     record_numba((__name__, "_dispatcher", key), args, threads, name=name, compiled=compiled)
@@ -81,10 +84,23 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     (block, threads), stream = geometry(cols, params, opts), stream_arg(opts.get("stream"))
     env = dict(inputs) | {"h": out[0], "y": out[1]}
     placeholder = cuda.device_array(1, dtype=np.float32)
-    steps = list(walk(STEPS, env, stats=ROW_STATS, stat=lambda: cuda.device_array(rows, dtype=np.float32),
-                      matrix=lambda: cuda.device_array((rows, cols), dtype=out.dtype)))  # fmt: skip
-    add = _prepared(("unfused", block, threads), (rows, cdiv(cols, block)), threads, stream,
-                    (env["x"], env["residual"], env["h"]), "residual add")  # fmt: skip
+    steps = list(
+        walk(
+            STEPS,
+            env,
+            stats=ROW_STATS,
+            stat=lambda: cuda.device_array(rows, dtype=np.float32),
+            matrix=lambda: cuda.device_array((rows, cols), dtype=out.dtype),
+        )
+    )
+    add = _prepared(
+        ("unfused", block, threads),
+        (rows, cdiv(cols, block)),
+        threads,
+        stream,
+        (env["x"], env["residual"], env["h"]),
+        "residual add",
+    )
     launches = [add, *(_step(st, env, block, threads, stream, placeholder) for st in steps[1:])]
 
     def launch() -> None:

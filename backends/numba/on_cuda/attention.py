@@ -50,8 +50,9 @@ TOO_MANY_HEADS = "lower batch or heads: every (batch, head) is a row of blocks a
 
 def kernel_sources(variant: str, params: dict, dtype: str) -> dict[str, tuple[Callable[..., None], str]]:
     """A variant's kernels as name -> (Python function, signature), for compiling without a GPU."""
-    fns = kernel_sources_for(int(params["block_m"]), int(params["block_n"]), int(params["head_dim"]),
-                             bool(params["causal"]))  # fmt: skip
+    fns = kernel_sources_for(
+        int(params["block_m"]), int(params["block_n"]), int(params["head_dim"]), bool(params["causal"])
+    )
     a = f"{dtype}[:, :, :, ::1]"
     sigs = {
         "flash": f"void({a}, {a}, {a}, {a}, float32)",

@@ -28,8 +28,12 @@ ROW_THREADS, ROWS = 8, 16
 def kernel_sources_for(block_m: int, block_n: int, head_dim: int, causal: bool) -> dict[str, Callable[..., None]]:
     """The kernels as Python functions (what `cuda.jit` and `cuda.compile_ptx` take), for one tile shape."""
     shape = (block_m, block_n, head_dim, causal)
-    return {"flash": _flash_source(*shape), "scores": _scores_source(*shape), "pv": _pv_source(*shape),
-            "softmax": softmax_source(causal)}  # fmt: skip
+    return {
+        "flash": _flash_source(*shape),
+        "scores": _scores_source(*shape),
+        "pv": _pv_source(*shape),
+        "softmax": softmax_source(causal),
+    }
 
 
 @functools.cache

@@ -42,9 +42,18 @@ def config(block_m: int, block_n: int, head_dim: int) -> SimpleNamespace:
     kc = 1 << int(math.log2(max(1, min(block_n, buf // (head_dim + 1)))))
     shared = 4 * (block_m * (DC + 1) + buf + block_m * (block_n + 1) + 3 * block_m + 4 * block_m)
     return SimpleNamespace(
-        BM=block_m, BN=block_n, D=head_dim, TR=block_m // RM, THREADS=2 * block_m, CN=block_n // TC,
-        CHUNKS=cdiv(head_dim, DC), DN=cdiv(head_dim, TC), BUF=buf, KC=kc, shared_bytes=shared,
-    )  # fmt: skip
+        BM=block_m,
+        BN=block_n,
+        D=head_dim,
+        TR=block_m // RM,
+        THREADS=2 * block_m,
+        CN=block_n // TC,
+        CHUNKS=cdiv(head_dim, DC),
+        DN=cdiv(head_dim, TC),
+        BUF=buf,
+        KC=kc,
+        shared_bytes=shared,
+    )
 
 
 def _device(fn: Callable) -> Any:

@@ -107,8 +107,12 @@ def source(name: str, threads: int) -> Callable[..., None]:
 def kernel_sources(variant: str, dtype: str, threads: int = 256) -> dict[str, tuple[Callable[..., None], str]]:
     """A variant's kernels as name -> (Python function, signature), for compiling without a GPU."""
     mat, vec = f"{dtype}[:, ::1]", f"{dtype}[::1]"
-    sigs = {"rows": f"void({mat}, int64[::1], float32[::1])", "log_softmax": f"void({mat}, {mat})",
-            "gather": f"void({mat}, int64[::1], float32[::1])", "mean": f"void(float32[::1], int64[::1], {vec})"}  # fmt: skip
+    sigs = {
+        "rows": f"void({mat}, int64[::1], float32[::1])",
+        "log_softmax": f"void({mat}, {mat})",
+        "gather": f"void({mat}, int64[::1], float32[::1])",
+        "mean": f"void(float32[::1], int64[::1], {vec})",
+    }
     names = ("rows", "mean") if variant == "fused" else ("log_softmax", "gather", "mean")
     return {name: (source(name, threads), sigs[name]) for name in names}
 
@@ -124,8 +128,9 @@ def prepared(name: str, grid: int, threads: int, stream: Any, args: tuple) -> La
     compiled = None
     if not simulating():
         compiled = dispatcher.compile(tuple(numba.typeof(a) for a in args))
-    record_numba((__name__, "_dispatcher", (name, threads)), args, threads, name=f"cross-entropy {name}",
-                 compiled=compiled)  # fmt: skip
+    record_numba(
+        (__name__, "_dispatcher", (name, threads)), args, threads, name=f"cross-entropy {name}", compiled=compiled
+    )
 
     def launch() -> None:
         dispatcher[grid, threads, stream](*args)  # configured at each launch: the simulator keeps the last
@@ -147,8 +152,12 @@ def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
     tokens, threads, stream = x.shape[0], threads_of(opts), stream_arg(opts.get("stream"))
     losses = cuda.device_array(tokens, dtype=np.float32)
     logp = cuda.device_array(x.shape, dtype=x.dtype) if "log_softmax" in names else None
-    plan = {"rows": (tokens, (x, targets, losses)), "log_softmax": (tokens, (x, logp)),
-            "gather": (-(-tokens // threads), (logp, targets, losses)), "mean": (1, (losses, targets, out))}  # fmt: skip
+    plan = {
+        "rows": (tokens, (x, targets, losses)),
+        "log_softmax": (tokens, (x, logp)),
+        "gather": (-(-tokens // threads), (logp, targets, losses)),
+        "mean": (1, (losses, targets, out)),
+    }
     steps = [prepared(name, plan[name][0], threads, stream, plan[name][1]) for name in names]
 
     def launch() -> None:

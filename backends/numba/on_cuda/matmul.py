@@ -80,9 +80,15 @@ def launch_config(m: int, n: int, tile: list[int]) -> dict[str, Any]:
     bm, bn, bk = tile
     tm, tn = thread_tile(bm, bn)
     nstages = stages(bm, bn, bk)
-    return {"block_tile": [bm, bn, bk], "thread_tile": [tm, tn], "threads": [bn // tn, bm // tm],
-            "threads_per_block": (bn // tn) * (bm // tm), "grid": [cdiv(n, bn), cdiv(m, bm)],
-            "smem_stages": nstages, "static_smem_bytes": smem_bytes(bm, bn, bk, nstages)}  # fmt: skip
+    return {
+        "block_tile": [bm, bn, bk],
+        "thread_tile": [tm, tn],
+        "threads": [bn // tn, bm // tm],
+        "threads_per_block": (bn // tn) * (bm // tm),
+        "grid": [cdiv(n, bn), cdiv(m, bm)],
+        "smem_stages": nstages,
+        "static_smem_bytes": smem_bytes(bm, bn, bk, nstages),
+    }
 
 
 def unblocked_source() -> Callable[..., None]:

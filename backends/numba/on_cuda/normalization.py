@@ -69,8 +69,9 @@ def _dispatcher(variant: str, op: str, block: int, threads: int) -> Any:
     return _jit((fused_source if variant == "fused" else step_source)(op, block, threads))
 
 
-def _prepared(key: tuple[str, str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple,
-              name: str) -> Launcher:  # fmt: skip
+def _prepared(
+    key: tuple[str, str, int, int], grid: tuple[int, ...], threads: int, stream: Any, args: tuple, name: str
+) -> Launcher:
     dispatcher = _dispatcher(*key)
     compiled = None
     if not simulating():
@@ -124,8 +125,13 @@ def unfused_entry(op: str, inputs: dict[str, Any], out: Any, params: dict, opts:
     (block, threads), stream = geometry(cols, params, opts), stream_arg(opts.get("stream"))
     env = dict(inputs) | {"y": out}
     placeholder = cuda.device_array(1, dtype=np.float32)
-    writes = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: cuda.device_array(rows, dtype=np.float32),
-                  matrix=lambda: cuda.device_array((rows, cols), dtype=out.dtype))  # fmt: skip
+    writes = walk(
+        DECOMPOSITIONS[op],
+        env,
+        stats=ROW_STATS,
+        stat=lambda: cuda.device_array(rows, dtype=np.float32),
+        matrix=lambda: cuda.device_array((rows, cols), dtype=out.dtype),
+    )
     steps = [_step(st, env, block, threads, stream, placeholder) for st in writes]
 
     def launch() -> None:

@@ -130,8 +130,9 @@ def _check(inputs: dict[str, Any], out: Any) -> None:
 
 
 def _notes(threads: int, tokens: int, kernels: int, opts: dict) -> dict:
-    return launch_notes({"threads": threads}, (tokens,), block_chosen_by(BACKEND.option(opts, "block")),
-                        kernels=kernels)  # fmt: skip
+    return launch_notes(
+        {"threads": threads}, (tokens,), block_chosen_by(BACKEND.option(opts, "block")), kernels=kernels
+    )
 
 
 @kernel(scenario="rope", backend="numba", variant="fused", device="cuda")
@@ -161,8 +162,7 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
         for st in STEPS:
             other = env[st.reads[1]] if st.op == "add" else env[st.reads[0]]
             table = env[st.reads[1]] if st.op in ("mul_cos", "mul_sin") else inputs["cos"]
-            args = (env[st.reads[0]], other, table, env[st.writes], head0 if st.writes == "y" else 0,
-                    params["seq_len"])  # fmt: skip
+            args = (env[st.reads[0]], other, table, env[st.writes], head0 if st.writes == "y" else 0, params["seq_len"])
             steps.append(_prepared(("step", st.op, params["pairing"]), tokens, threads, stream, args))
 
     def launch() -> None:

@@ -67,8 +67,11 @@ def node_spec() -> tuple[str, int, int, str]:
     """(node name, CPUs, memory in MB, the NodeName line's hardware fields) as `slurmd -C` finds them here."""
     found = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
     fields = dict(f.split("=", 1) for f in found.split() if "=" in f)
-    hardware = " ".join(f"{k}={fields[k]}" for k in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket",
-                                                     "ThreadsPerCore", "RealMemory") if k in fields)  # fmt: skip
+    hardware = " ".join(
+        f"{k}={fields[k]}"
+        for k in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+        if k in fields
+    )
     return fields["NodeName"], int(fields["CPUs"]), int(fields["RealMemory"]), hardware
 
 
@@ -87,41 +90,44 @@ def config(directory: Path, node: str, cpus: int, memory_mb: int, hardware: str)
     job gets a share of memory per CPU unless it asks, no GRES, no accounting."""
     ctld, slurmd = _free_ports(2)
     d = directory
-    return "\n".join([
-        "ClusterName=fusebench",
-        f"SlurmctldHost={node}(127.0.0.1)",
-        f"SlurmctldPort={ctld}",
-        f"SlurmdPort={slurmd}",
-        "SlurmUser=root",
-        "AuthType=auth/munge",
-        f"AuthInfo=socket={d / 'munge.socket'}",
-        f"StateSaveLocation={d / 'state'}",
-        f"SlurmdSpoolDir={d / 'spool'}",
-        f"SlurmctldPidFile={d / 'slurmctld.pid'}",
-        f"SlurmdPidFile={d / 'slurmd.pid'}",
-        f"SlurmctldLogFile={d / 'slurmctld.log'}",
-        f"SlurmdLogFile={d / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/affinity",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core_Memory",
-        f"DefMemPerCPU={max(1, min(1024, memory_mb // cpus))}",
-        "ReturnToService=2",
-        "KillWait=5",  # a cancelled job is killed 5 s after SIGTERM (submitit lets it run on through SIGTERM)
-        "MpiDefault=none",
-        "SchedulerType=sched/backfill",
-        "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
-        f"NodeName={node} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN",
-        f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "ClusterName=fusebench",
+            f"SlurmctldHost={node}(127.0.0.1)",
+            f"SlurmctldPort={ctld}",
+            f"SlurmdPort={slurmd}",
+            "SlurmUser=root",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={d / 'munge.socket'}",
+            f"StateSaveLocation={d / 'state'}",
+            f"SlurmdSpoolDir={d / 'spool'}",
+            f"SlurmctldPidFile={d / 'slurmctld.pid'}",
+            f"SlurmdPidFile={d / 'slurmd.pid'}",
+            f"SlurmctldLogFile={d / 'slurmctld.log'}",
+            f"SlurmdLogFile={d / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/affinity",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            f"DefMemPerCPU={max(1, min(1024, memory_mb // cpus))}",
+            "ReturnToService=2",
+            "KillWait=5",  # a cancelled job is killed 5 s after SIGTERM (submitit lets it run on through SIGTERM)
+            "MpiDefault=none",
+            "SchedulerType=sched/backfill",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            f"NodeName={node} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN",
+            f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
 
 
 def _start(cluster: Cluster, name: str, command: list[str]) -> None:
     log = (cluster.directory / f"{name}.out").open("wb")
-    cluster.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=cluster.env,
-                                               start_new_session=True)  # fmt: skip
+    cluster.processes[name] = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=cluster.env, start_new_session=True
+    )
 
 
 def up(directory: Path | None = None) -> Cluster:
@@ -137,9 +143,20 @@ def up(directory: Path | None = None) -> Cluster:
     key.chmod(0o600)
     cluster = Cluster(d, node, cpus, memory_mb)
     try:
-        _start(cluster, "munged", ["munged", "--foreground", "--force", f"--socket={d / 'munge.socket'}",
-                                   f"--key-file={key}", f"--pid-file={d / 'munged.pid'}",
-                                   f"--log-file={d / 'munged.log'}", f"--seed-file={d / 'munged.seed'}"])  # fmt: skip
+        _start(
+            cluster,
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={d / 'munge.socket'}",
+                f"--key-file={key}",
+                f"--pid-file={d / 'munged.pid'}",
+                f"--log-file={d / 'munged.log'}",
+                f"--seed-file={d / 'munged.seed'}",
+            ],
+        )
         _wait(lambda: (d / "munge.socket").exists(), cluster, "munged")
         _start(cluster, "slurmctld", ["slurmctld", "-D", "-i", "-f", str(d / "slurm.conf")])
         _start(cluster, "slurmd", ["slurmd", "-D", "-N", node, "-f", str(d / "slurm.conf")])
@@ -151,8 +168,9 @@ def up(directory: Path | None = None) -> Cluster:
 
 
 def _node_state(cluster: Cluster) -> str:
-    done = subprocess.run(["sinfo", "-h", "-n", cluster.node, "-o", "%t"], capture_output=True, text=True,
-                          env=cluster.env)  # fmt: skip
+    done = subprocess.run(
+        ["sinfo", "-h", "-n", cluster.node, "-o", "%t"], capture_output=True, text=True, env=cluster.env
+    )
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
@@ -178,8 +196,9 @@ def down(cluster: Cluster, grace_s: float = 10.0) -> None:
     """Cancel the jobs left on the cluster, then stop slurmd, slurmctld and munged by their pids (SIGTERM, then
     SIGKILL after `grace_s`)."""
     if cluster.processes.get("slurmctld") and cluster.processes["slurmctld"].poll() is None:
-        subprocess.run(["scancel", "--full", "--partition", cluster.partition], env=cluster.env,
-                       capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            ["scancel", "--full", "--partition", cluster.partition], env=cluster.env, capture_output=True, timeout=30
+        )
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and _jobs_left(cluster):
             time.sleep(0.5)
@@ -234,17 +253,23 @@ def main(argv: list[str] | None = None) -> int:
     installed = time.monotonic()
     cluster = up()
     ready = time.monotonic()
-    print(f"local SLURM: node {cluster.node} ({cluster.cpus} CPUs, {cluster.memory_mb} MB), partition "
-          f"{cluster.partition}, up in {ready - installed:.1f} s (install {installed - started:.1f} s); "
-          f"SLURM_CONF={cluster.directory / 'slurm.conf'}", flush=True)  # fmt: skip
+    print(
+        f"local SLURM: node {cluster.node} ({cluster.cpus} CPUs, {cluster.memory_mb} MB), partition "
+        f"{cluster.partition}, up in {ready - installed:.1f} s (install {installed - started:.1f} s); "
+        f"SLURM_CONF={cluster.directory / 'slurm.conf'}",
+        flush=True,
+    )
     status = 1
     try:
         status = subprocess.run(command, env={**cluster.env, "FUSEBENCH_SLURM_PARTITION": cluster.partition}).returncode
     finally:
         finished = time.monotonic()
         down(cluster)
-        print(f"local SLURM: {' '.join(command[:2])} took {finished - ready:.1f} s (status {status}); stopped in "
-              f"{time.monotonic() - finished:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"local SLURM: {' '.join(command[:2])} took {finished - ready:.1f} s (status {status}); stopped in "
+            f"{time.monotonic() - finished:.1f} s",
+            flush=True,
+        )
         if not args.keep:
             shutil.rmtree(cluster.directory, ignore_errors=True)
     return status

@@ -90,5 +90,7 @@ def problem(params: dict[str, Any], jobs: int, run: Callable[..., Any] = subproc
         return None
     said = "; ".join(line.removeprefix("sbatch: error: ").strip() for line in done.stderr.splitlines() if line.strip())
     gpu_hint = " (device=cpu asks for none)" if params.get("gpus_per_node") else ""
-    return (f"hydra/launcher=slurm: SLURM would refuse {asked(params)} ({said or f'status {done.returncode}'})"
-            f"{nodes(params.get('partition'), run)}; set {FIELDS_HINT}{gpu_hint}")  # fmt: skip
+    return (
+        f"hydra/launcher=slurm: SLURM would refuse {asked(params)} ({said or f'status {done.returncode}'})"
+        f"{nodes(params.get('partition'), run)}; set {FIELDS_HINT}{gpu_hint}"
+    )

@@ -39,8 +39,9 @@ enough: a controller restarting or a job being requeued can drop it for a moment
 class SlurmWatch(SlurmInfoWatcher):
     """submitit's sacct watcher, falling back to squeue for jobs sacct cannot tell about (see module doc)."""
 
-    def __init__(self, delay_s: int = 30, run: Callable[..., Any] = subprocess.run,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, delay_s: int = 30, run: Callable[..., Any] = subprocess.run, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__(delay_s)
         self._run = run
         self._clock = clock
@@ -72,8 +73,12 @@ class SlurmWatch(SlurmInfoWatcher):
         return self.read_info(done.stdout)
 
     def _from_squeue(self, job_ids: list[str]) -> dict[str, dict[str, str]]:
-        done = self._run(["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%N"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = self._run(
+            ["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T|%N"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if done.returncode != 0:
             return {}  # the controller did not answer: nothing is known, nothing is decided
         listed = read_squeue(done.stdout)
@@ -102,8 +107,10 @@ def read_squeue(text: str) -> dict[str, dict[str, str]]:
 def describe(job_id: str, state: str) -> str:
     """How a job that left no result ended, in words for its rows."""
     if state == GONE:
-        return (f"SLURM no longer knows SLURM job {job_id} (cancelled before it started, or ended longer ago "
-                "than SLURM keeps jobs, with no accounting to ask)")  # fmt: skip
+        return (
+            f"SLURM no longer knows SLURM job {job_id} (cancelled before it started, or ended longer ago "
+            "than SLURM keeps jobs, with no accounting to ask)"
+        )
     return f"SLURM job {job_id} ended {state} without a result"
 
 
@@ -136,9 +143,15 @@ def refused(sweep: Path, since: float) -> bool:
     return folder.is_dir() and any(p.stat().st_mtime >= since - 1 for p in folder.glob(".submission_file_*.sh"))
 
 
-def settle(sweep: Path, since: float, overrides: list[list[str]], watcher: SlurmWatch | None = None,
-           sleep: Callable[[float], None] = time.sleep, max_poll_s: float = 30.0, say: Callable[[str], None] = print
-           ) -> dict[int, str]:  # fmt: skip
+def settle(
+    sweep: Path,
+    since: float,
+    overrides: list[list[str]],
+    watcher: SlurmWatch | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    max_poll_s: float = 30.0,
+    say: Callable[[str], None] = print,
+) -> dict[int, str]:
     """Wait until every job of the sweep's array submitted since `since` has ended (a result, or an ended state:
     see SlurmWatch), then say in job.json how each job that left no result ended, where the job could not say it
     itself. `overrides`: each job's identity (suite.sweep.identity), for resume. Ctrl-C stops the wait: the jobs
@@ -162,8 +175,14 @@ def settle(sweep: Path, since: float, overrides: list[list[str]], watcher: Slurm
     return said
 
 
-def _wait(folder: Path, jobs: dict[str, int], watcher: SlurmWatch, sleep: Callable[[float], None],
-          max_poll_s: float, say: Callable[[str], None]) -> dict[int, str]:  # fmt: skip
+def _wait(
+    folder: Path,
+    jobs: dict[str, int],
+    watcher: SlurmWatch,
+    sleep: Callable[[float], None],
+    max_poll_s: float,
+    say: Callable[[str], None],
+) -> dict[int, str]:
     """Poll until every job has a result or has ended; job number -> how each that left no result ended."""
     has_result = lambda job_id: any((folder / job_id).glob("*_result.pkl"))
     for job_id in jobs:
@@ -175,8 +194,10 @@ def _wait(folder: Path, jobs: dict[str, int], watcher: SlurmWatch, sleep: Callab
         if not running:
             break
         if poll_s == 1.0:
-            say(f"sweep: waiting for {len(running)} jobs of the array still on SLURM ({', '.join(running)}; Ctrl-C "
-                "merges what is there now)")  # fmt: skip
+            say(
+                f"sweep: waiting for {len(running)} jobs of the array still on SLURM ({', '.join(running)}; Ctrl-C "
+                "merges what is there now)"
+            )
         sleep(poll_s)
         poll_s = min(2 * poll_s, max_poll_s)
     return {num: describe(j, watcher.get_state(j, mode="cache")) for j, num in jobs.items() if not has_result(j)}
