@@ -306,9 +306,9 @@ def main(argv: list[str] | None = None) -> None:
         except ConfigError as exc:
             print(f"fusebench: error: {exc}", file=sys.stderr)
             sys.exit(2)
-        progress.plan_sweep(list(checked.cases))
         if any(a in MULTIRUN_FLAGS for a in args) and (sweep := sweep_dir(args)):  # its merged table is read there
             args = [*(a for a in args if not a.startswith("hydra.sweep.dir=")), f"hydra.sweep.dir={quoted(sweep)}"]
+            progress.Sweep(list(checked.cases)).write(sweep)  # each job's bar counts the whole sweep's cases
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     sys.argv = [sys.argv[0], *args]
     started = time.time()

@@ -1,15 +1,18 @@
 """What the user sees while a sweep runs (a rich progress bar with the time left) and after it (a summary table).
 
-A multirun runs its jobs one after another in this process; the command line plans them all first and records
-how many cases each has (`Sweep`), so every job's bar counts the cases of the whole sweep, names the job, and
-estimates the time left from the sweep's own pace so far (cases done since it started).
+The command line plans every job of a multirun first and leaves how many cases each has in the sweep's
+directory (`Sweep.write`); each job reads it back (`Sweep.read`) and hands it to its run, so every job's bar
+counts the cases of the whole sweep, names the job, and estimates the time left from the sweep's own pace so far
+(cases done since it started), whichever process the launcher runs it in.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import pandas as pd
@@ -24,12 +27,17 @@ from suite.run.job import Job
 console = Console(stderr=True)
 
 
+SWEEP_FILE = "sweep_cases.json"
+"""Where the command line leaves a multirun's plan for its jobs' bars, in the sweep's directory."""
+
+
 @dataclass
 class Sweep:
-    """The cases of every job of the sweep, in job order, and when the sweep started."""
+    """The cases of every job of the sweep, in job order, and when the sweep started (seconds since the epoch:
+    a job in another process reads it from the sweep's directory)."""
 
     cases: list[int] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=time.time)
 
     def before(self, job: int) -> int:
         return sum(self.cases[:job])
@@ -38,14 +46,19 @@ class Sweep:
     def total(self) -> int:
         return sum(self.cases)
 
+    def write(self, sweep_dir: Path) -> None:
+        """Leave the plan in the sweep's directory, before Hydra starts its jobs (`read` in each job)."""
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps({"cases": self.cases, "started": self.started}) + "\n")
 
-SWEEP = Sweep()
-"""Set by the command line once it has planned every job; a run outside it (a test) is a sweep of one job."""
-
-
-def plan_sweep(cases: list[int]) -> None:
-    global SWEEP
-    SWEEP = Sweep(list(cases))
+    @classmethod
+    def read(cls, sweep_dir: Path) -> Sweep | None:
+        """The plan the command line left in `sweep_dir`; None where it left none (a sweep launched otherwise)."""
+        try:
+            found = json.loads((sweep_dir / SWEEP_FILE).read_text(encoding="utf-8"))
+            return cls([int(c) for c in found["cases"]], float(found["started"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def _clock(seconds: float) -> str:
@@ -61,7 +74,7 @@ class SweepTime(ProgressColumn):
         self.sweep = sweep
 
     def render(self, task: Task) -> Text:
-        elapsed = time.monotonic() - self.sweep.started
+        elapsed = time.time() - self.sweep.started
         done = int(task.completed)
         if done == 0 or task.total is None:
             return Text(f"{_clock(elapsed)} elapsed", style="progress.elapsed")
@@ -70,11 +83,11 @@ class SweepTime(ProgressColumn):
 
 
 class Bar:
-    def __init__(self, total: int, enabled: bool = True, job: int | None = None) -> None:
-        """`total` cases in this run; where the run is job `job` of the planned sweep, the bar counts the
+    def __init__(self, total: int, enabled: bool = True, job: int | None = None, sweep: Sweep | None = None) -> None:
+        """`total` cases in this run; where the run is job `job` of the planned `sweep`, the bar counts the
         sweep's cases, those of the jobs before it already done."""
-        sweep = SWEEP if job is not None and job < len(SWEEP.cases) and SWEEP.cases[job] == total else None
-        sweep = sweep or Sweep([total])
+        planned = sweep is not None and job is not None and job < len(sweep.cases) and sweep.cases[job] == total
+        sweep = sweep if planned and sweep is not None else Sweep([total])
         done_before = sweep.before(job) if job is not None and len(sweep.cases) > 1 else 0
         self.prefix = f"job {job + 1}/{len(sweep.cases)} " if len(sweep.cases) > 1 and job is not None else ""
         self.progress = Progress(

@@ -65,12 +65,17 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
 
 
 def run(
-    what: Plan | DictConfig, outdir: Path, show_progress: bool = True, run_id: str = "", job: int | None = None
+    what: Plan | DictConfig,
+    outdir: Path,
+    show_progress: bool = True,
+    run_id: str = "",
+    job: int | None = None,
+    sweep: progress.Sweep | None = None,
 ) -> Result:
     """Run every case of the plan, appending rows as they come; return the run's Result (its whole table, the
     files written). A composed config is planned here first, with its plug-ins (`validate.prepare`): a Hydra job
     and a test hand one in. `run_id` (default: the directory's name) is recorded in every row and starts its row
-    id; `job` is the run's number in a multirun (its progress counts the whole sweep's cases)."""
+    id; `job` is the run's number in the multirun `sweep` (its progress counts the whole sweep's cases)."""
     p = what if isinstance(what, Plan) else prepare(what)
     cfg = p.config
     outdir = Path(outdir)
@@ -88,7 +93,7 @@ def run(
     environment = worker.info["environment"]  # a restarted worker's info holds its own, later start reading
     store.write_environment(outdir, environment)
     try:
-        with progress.Bar(len(todo), enabled=show_progress, job=job) as bar:
+        with progress.Bar(len(todo), enabled=show_progress, job=job, sweep=sweep) as bar:
             for job in todo:
                 bar.start(job)
                 rows = _timed_in(workers, job, cfg.timing.case_timeout_s)

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from suite.core.errors import ConfigError
+from suite.run import progress
 from suite.sweep import jobstate, placement
 from suite.sweep.merge import identity
 
@@ -44,7 +45,8 @@ def run_job(cfg: DictConfig, hydra_cfg: Any) -> None:
         gpu, turn = _placement(cfg, launcher, sweep_dir, num)
         with turn:  # the job starts once it has its turn: job.json's start and end bound when it held the machine
             state = {**jobstate.begin(outdir, num, overrides, gpu), **_slurm_cpus()}
-            frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num).table
+            plan = progress.Sweep.read(sweep_dir)  # the command line's count of every job's cases
+            frame = run(cfg, outdir, show_progress=serial, run_id=f"{sweep_dir.name}/{num}", job=num, sweep=plan).table
             jobstate.end(outdir, state, jobstate.DONE, rows=len(frame))  # before the next job's turn begins
     except ConfigError as exc:
         if state is not None:
