@@ -1,7 +1,8 @@
 """The kernel registry: every implementation is registered under an explicit key, never inferred from its path.
 
-A key is (scenario, backend, variant, device). `device` is the kind of device a kernel is written for: Numba
-writes for `cpu` and `cuda`, Triton and CuPy for `cuda` only; a backend on one device is its `Target`. Backends
+A key is (scenario, backend, variant, device, phase). `device` is the kind of device a kernel is written for: Numba
+writes for `cpu` and `cuda`, Triton and CuPy for `cuda` only; a backend on one device is its `Target`. `phase` is
+the part of a training step it runs (`suite.core.phases`): `forward` unless registered otherwise. Backends
 register their kernels on import with one decorator, `kernel` (`kernels` is its table form, for a module that
 declares several variants at once); the suite imports them by scanning the in-tree `backends` package and the
 `fusebench.backends` entry-point group, so a third party adds a backend without editing this tree.
@@ -10,8 +11,9 @@ The entry protocol, `entry(inputs, out, params, opts) -> Launch`:
 - `inputs` maps each input's name to a device array; `out` is the output buffer the entry writes, or (for a
   case with several outputs, as a backward pass writes dx, dgamma and dbeta) a mapping of named output buffers;
 - `params` are the case's shape parameters, `opts` the backend's options in force;
-- an entry of a backward phase may also be handed `saved`, the tensors its own variant's forward saved, as a
-  keyword argument; an entry that takes no `saved` is never handed it;
+- an entry of the `backward` phase runs its own variant's forward while it prepares (outside the timed region)
+  and launches only the backward pass, handed what that forward saved; one of the `train` phase launches both
+  (`suite.kit.training` builds both from a variant's forward-with-save and its backward);
 - the entry prepares everything (allocates, compiles) and returns a `Launch` (or, as plug-ins written for
   earlier versions do, a bare zero-argument callable, which `as_launch` wraps) that only launches.
 """
@@ -45,6 +47,13 @@ class Launch:
     """Bytes of each device buffer the entry allocated beyond the suite's inputs and outputs (scratch, a
     materialised intermediate), by name: what the run keeps live besides the case's own buffers. Optional; the
     peak-memory model reads the scenario's ledger today, this is the entry's own account of it."""
+    saves: Mapping[str, int] = field(default_factory=dict)
+    """Backward and train phases: bytes of each tensor the variant's forward keeps for its backward pass, by name
+    (inputs it keeps alive included): the activations a training step holds from one pass to the other."""
+    publish: Callable[[], None] | None = None
+    """For a library that returns its results in buffers of its own (torch autograd's gradients): copies them
+    into the suite's output buffers. The suite calls it after each launch whose output it reads (the check),
+    never inside a timed one, so the copy is not charged to the library's time."""
 
     def __post_init__(self) -> None:
         if not callable(self.run):
@@ -54,6 +63,12 @@ class Launch:
 
     def __call__(self) -> None:
         self.run()
+
+    def checked(self) -> None:
+        """One launch whose output the suite reads: run, then publish."""
+        self.run()
+        if self.publish is not None:
+            self.publish()
 
 
 def as_launch(launcher: Launcher) -> Launch:
@@ -93,6 +108,7 @@ class KernelKey:
     backend: str
     variant: str
     device: str = "cuda"
+    phase: str = "forward"
 
 
 @dataclass
@@ -120,10 +136,15 @@ REGISTRY = Registry()
 
 
 def kernel(
-    *, scenario: str | Iterable[str], backend: str, variant: str | Iterable[str], device: str | Iterable[str] = "cuda"
+    *,
+    scenario: str | Iterable[str],
+    backend: str,
+    variant: str | Iterable[str],
+    device: str | Iterable[str] = "cuda",
+    phase: str = "forward",
 ) -> Callable[[E], E]:
     """Register the decorated entry as the implementation of (scenario, backend, variant) on `device` ("cpu" or
-    "cuda"). Each of scenario, variant and device may be several: the entry is registered under every
+    "cuda") for `phase` (forward, backward, train). Each of scenario, variant and device may be several: the entry is registered under every
     combination, bound to the key it serves where it asks for it. An entry that takes the scenario's name before
     the protocol's four arguments (a `FamilyEntry`: one implementation of layernorm, rmsnorm and softmax) is
     handed the scenario; one with a keyword-only `variant` is handed the variant (one function serving matmul's
@@ -138,19 +159,24 @@ def kernel(
                 bound = functools.partial(bound, variant=v) if by_variant else bound
                 bound = functools.update_wrapper(bound, entry) if bound is not entry else entry
                 for d in _names(device):
-                    REGISTRY.add(KernelKey(name, backend, v, d), bound)
+                    REGISTRY.add(KernelKey(name, backend, v, d, phase), bound)
         return entry
 
     return register
 
 
 def kernels(
-    scenario: str | Iterable[str], *, backend: str, device: str | Iterable[str] = "cuda", **variants: Entry
+    scenario: str | Iterable[str],
+    *,
+    backend: str,
+    device: str | Iterable[str] = "cuda",
+    phase: str = "forward",
+    **variants: Entry,
 ) -> None:
     """The table form of `kernel`: each `variant=entry` registered as `@kernel` registers it, for a module that
     declares its variants in one place (`kernels("matmul", backend="cupy", fused=..., unfused=...)`)."""
     for variant, entry in variants.items():
-        kernel(scenario=scenario, backend=backend, variant=variant, device=device)(entry)
+        kernel(scenario=scenario, backend=backend, variant=variant, device=device, phase=phase)(entry)
 
 
 def register_each(

@@ -1,0 +1,100 @@
+"""A variant's backward and train entries, built from its forward-with-save and its backward.
+
+A backend writes two things per variant of a family that has a backward pass (`suite.core.phases`):
+
+- `forward(inputs, y, params, opts) -> Pass`: the forward of a training step. Its `run` writes `y` and the
+  tensors the variant keeps for the backward pass, which it allocates while it prepares and returns as
+  `Pass.saved` (an input it keeps, such as x, is named there too: keeping it alive is part of the cost).
+  `inputs` holds the upstream gradients as well, for a forward that folds the backward into its own pass
+  (fused cross-entropy writes the logits' gradient while it has the row).
+- `backward(inputs, saved, grads, params, opts) -> Pass`: reads `saved` and the upstream gradient (`inputs`
+  holds both the forward's inputs and `dy`) and writes every buffer of `grads` (dx, dweight, ...).
+
+`training(...)` registers from them the `backward` entry — which runs the variant's own forward once while it
+prepares, outside the timed region, and launches only the backward — and the `train` entry, which launches
+both as one call. Each reports in `Launch.saves` the bytes of what its forward kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from suite.core.phases import BACKWARD, OUTPUT, TRAIN
+from suite.core.registry import Launch, kernel
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One prepared pass of a training step: `run` launches it; a forward names what it saved."""
+
+    run: Callable[[], None]
+    saved: Mapping[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+Forward = Callable[[dict[str, Any], Any, dict, dict], Pass]
+"""forward(inputs, y, params, opts) -> Pass whose `saved` is what the backward pass reads."""
+Backward = Callable[[dict[str, Any], Mapping[str, Any], Mapping[str, Any], dict, dict], Pass]
+"""backward(inputs, saved, grads, params, opts) -> Pass writing each buffer of `grads`."""
+
+
+def nbytes(arrays: Mapping[str, Any]) -> dict[str, int]:
+    """Bytes of each array (NumPy, CuPy, torch and Numba device arrays all say `nbytes`)."""
+    return {name: int(a.nbytes) for name, a in arrays.items()}
+
+
+def empty_like(a: Any) -> Any:
+    """An uninitialised array like `a`, in `a`'s own library."""
+    if hasattr(a, "new_empty"):  # torch
+        return a.new_empty(a.shape)
+    module = type(a).__module__.split(".")[0]
+    if module == "numba":
+        from numba import cuda
+
+        return cuda.device_array_like(a)
+    return __import__(module).empty_like(a)
+
+
+def backward_entry(forward: Forward, backward: Backward, upstream: tuple[str, ...]) -> Callable[..., Launch]:
+    def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
+        fwd = forward(inputs, empty_like(inputs[upstream[0]]), params, opts)
+        fwd.run()  # the variant's own forward makes what its backward reads, outside the timed region
+        bwd = backward(inputs, fwd.saved, out, params, opts)
+        return Launch(bwd.run, notes={**fwd.notes, **bwd.notes}, saves=nbytes(fwd.saved))
+
+    return entry
+
+
+def train_entry(forward: Forward, backward: Backward) -> Callable[..., Launch]:
+    def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
+        grads = {name: buf for name, buf in out.items() if name != OUTPUT}
+        fwd = forward(inputs, out[OUTPUT], params, opts)
+        bwd = backward(inputs, fwd.saved, grads, params, opts)
+        notes = {**fwd.notes, **bwd.notes}
+
+        def step() -> None:
+            fwd.run()
+            bwd.run()
+
+        return Launch(step, notes=notes, saves=nbytes(fwd.saved))
+
+    return entry
+
+
+def training(
+    scenario: str | Iterable[str],
+    *,
+    backend: str,
+    device: str | Iterable[str],
+    upstream: tuple[str, ...] = ("dy",),
+    **variants: tuple[Forward, Backward],
+) -> None:
+    """Register each `variant=(forward, backward)` as that variant's backward and train entries."""
+    for variant, (forward, backward) in variants.items():
+        for phase, entry in (
+            (BACKWARD, backward_entry(forward, backward, upstream)),
+            (TRAIN, train_entry(forward, backward)),
+        ):
+            kernel(scenario=scenario, backend=backend, variant=variant, device=device, phase=phase)(entry)
