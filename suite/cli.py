@@ -162,6 +162,8 @@ def precheck(args: list[str]) -> Checked:
     counts = []
     for cfg in configs:
         p = validate.plan(cfg)
+        if p.left_out:
+            print(f"fusebench: {p.left_out}", file=sys.stderr)
         counts.append(len(p.cases) * len(p.dtypes))
     return Checked(tuple(counts), all(bool(cfg.get("strict", True)) for cfg in configs))
 
@@ -230,7 +232,7 @@ def list_kernels() -> None:
     targets.configure_emulation(True)
     reg = registry.discover()
     table = Table(title="fusebench kernels on this machine (variants without a kernel are not listed)")
-    for col in ("scenario", "backend", "device", "mode", "variants", "reason"):
+    for col in ("scenario", "backend", "device", "mode", "variants", "phases", "reason"):
         table.add_column(col)
     for name, scn in sorted(scenarios.discover().items()):
         for backend in reg.backends():
@@ -238,7 +240,8 @@ def list_kernels() -> None:
                 has = [v for v in scn.variants if reg.get(registry.KernelKey(name, backend, v, device)) is not None]
                 if has:
                     avail = targets.TARGETS[(backend, device)].probe()
-                    table.add_row(name, backend, device, avail.mode, ", ".join(has), avail.reason)
+                    staged = _phases(reg, name, backend, device, scn.variants)
+                    table.add_row(name, backend, device, avail.mode, ", ".join(has), staged, avail.reason)
     console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000)
     console.print(table)
     failed = Table(title="failed to load (left out of every run; a run that names one says why)")
@@ -250,6 +253,21 @@ def list_kernels() -> None:
     if failed.row_count:
         console.print(failed)
     console.print(options_table())
+
+
+def _phases(reg: Any, name: str, backend: str, device: str, variants: tuple[str, ...]) -> str:
+    """The phases the backend has kernels for on `device`, each with the variants it lacks there, if any:
+    'forward, backward (no library), train (no library)'."""
+    from suite.core import phases, registry
+
+    out = []
+    for phase in phases.PHASES:
+        has = [v for v in variants if reg.get(registry.KernelKey(name, backend, v, device, phase)) is not None]
+        forward = [v for v in variants if reg.get(registry.KernelKey(name, backend, v, device)) is not None]
+        if has:
+            lacking = [v for v in forward if v not in has]
+            out.append(phase + (f" (no {', '.join(lacking)})" if lacking else ""))
+    return ", ".join(out)
 
 
 def options_table() -> Any:

@@ -24,6 +24,8 @@ class Row:
     """cpu or cuda: the device the kernel is written for (in emulation it ran on the host)."""
     variant: str
     status: str
+    phase: str = "forward"
+    """The part of a training step measured: forward, backward, or train (both as one call); suite.core.phases."""
     reason: str = ""
     time_ms: float | None = None
     """Median of the timed repetitions; empty when nothing was timed (reason says why)."""
@@ -73,6 +75,11 @@ class Row:
     """pays, neutral or loses: the saving must exceed both MEMORY_BAND of the baseline and MEMORY_FLOOR_MIB."""
     rival_memory_ratio: float | None = None
     """The rival's peak bytes over this row's, on the same basis."""
+    saved_bytes: int | None = None
+    """Backward and train phases: bytes of the tensors this variant's forward kept for its backward pass, as the
+    implementation allocated them (`Launch.saves`; extra.saved names each): the activations fusion stops keeping."""
+    saved_bytes_modeled: int | None = None
+    """The same from the family's model (`Backward.saved`)."""
     bytes_measured: int | None = None
     """CUDA, with `profile=ncu`: DRAM bytes read and written by all the variant's kernels, from Nsight Compute."""
     ledger_residual: float | None = None
@@ -162,7 +169,7 @@ class Row:
 
 
 COLUMNS = [f.name for f in fields(Row) if f.metadata.get("column", True)]
-KEY = ("scenario", "params", "dtype", "backend", "device", "variant")
+KEY = ("scenario", "params", "dtype", "backend", "device", "variant", "phase")
 """Columns that identify one (case, implementation); `resume` skips keys already in the table."""
 
 

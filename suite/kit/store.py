@@ -106,6 +106,7 @@ def read(path: Path) -> pd.DataFrame:
         path, on_bad_lines="skip", keep_default_na=True, dtype={"params": str, "reason": str, "row_id": str}
     )
     frame["reason"] = frame["reason"].fillna("")
+    frame["phase"] = frame["phase"].fillna("forward") if "phase" in frame else "forward"  # tables before phases
     return frame[frame["status"].isin(STATUSES)].reset_index(drop=True)
 
 

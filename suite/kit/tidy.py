@@ -66,7 +66,7 @@ NUMERIC = [
 PAID, LOST = 1.1, 0.9
 """Without a paired interval (rows from before it existed), a speedup ≥ PAID pays, ≤ LOST loses."""
 BASELINE = "unfused"
-CASE = ["scenario", "params", "dtype", "backend", "device"]
+CASE = ["scenario", "phase", "params", "dtype", "backend", "device"]
 """Columns shared by the variants of one (case, implementation) pair."""
 GROUP = ["impl", "dtype_rank", "dtype", "variant"]
 """One line of speedups against size per case: what the report's verdict speaks about."""
@@ -94,7 +94,9 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     axes = _size_axes(out["scenario"], parsed, out["size"])
     out["size_axis"] = out["scenario"].map(axes).fillna("size")
     cases = list(zip(out["scenario"].map(lookup), parsed, out["size_axis"], strict=True))
-    named = [f"{m}: " if m else "" for m in out["model"]]  # a model's rows are its own lines and facets
+    out["phase"] = out["phase"].replace("", "forward")  # tables written before phases: forward passes
+    staged = [f"{p}: " if p != "forward" else "" for p in out["phase"]]  # a backward's rows: their own lines, facets
+    named = [s + (f"{m}: " if m else "") for s, m in zip(staged, out["model"], strict=True)]
     out["series"] = [m + scn.series(p, axis) for m, (scn, p, axis) in zip(named, cases, strict=True)]
     out["title"] = [m + scn.title(p, axis) for m, (scn, p, axis) in zip(named, cases, strict=True)]
     out["order"] = [scn.order(p) for scn, p, _ in cases]

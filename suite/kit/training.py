@@ -46,20 +46,18 @@ def nbytes(arrays: Mapping[str, Any]) -> dict[str, int]:
 
 
 def empty_like(a: Any) -> Any:
-    """An uninitialised array like `a`, in `a`'s own library."""
+    """An uninitialised array like `a`, in `a`'s own library (torch, or a module with NumPy's `empty_like`: NumPy,
+    CuPy); a backend whose arrays are neither hands `training` its own."""
     if hasattr(a, "new_empty"):  # torch
         return a.new_empty(a.shape)
-    module = type(a).__module__.split(".")[0]
-    if module == "numba":
-        from numba import cuda
-
-        return cuda.device_array_like(a)
-    return __import__(module).empty_like(a)
+    return __import__(type(a).__module__.split(".")[0]).empty_like(a)
 
 
-def backward_entry(forward: Forward, backward: Backward, upstream: tuple[str, ...]) -> Callable[..., Launch]:
+def backward_entry(
+    forward: Forward, backward: Backward, upstream: tuple[str, ...], like: Callable[[Any], Any] = empty_like
+) -> Callable[..., Launch]:
     def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
-        fwd = forward(inputs, empty_like(inputs[upstream[0]]), params, opts)
+        fwd = forward(inputs, like(inputs[upstream[0]]), params, opts)
         fwd.run()  # the variant's own forward makes what its backward reads, outside the timed region
         bwd = backward(inputs, fwd.saved, out, params, opts)
         return Launch(bwd.run, notes={**fwd.notes, **bwd.notes}, saves=nbytes(fwd.saved))
@@ -89,12 +87,14 @@ def training(
     backend: str,
     device: str | Iterable[str],
     upstream: tuple[str, ...] = ("dy",),
+    like: Callable[[Any], Any] = empty_like,
     **variants: tuple[Forward, Backward],
 ) -> None:
-    """Register each `variant=(forward, backward)` as that variant's backward and train entries."""
+    """Register each `variant=(forward, backward)` as that variant's backward and train entries; `like(dy)` makes
+    the buffer a backward entry's forward writes its output into (`empty_like` by default)."""
     for variant, (forward, backward) in variants.items():
         for phase, entry in (
-            (BACKWARD, backward_entry(forward, backward, upstream)),
+            (BACKWARD, backward_entry(forward, backward, upstream, like)),
             (TRAIN, train_entry(forward, backward)),
         ):
             kernel(scenario=scenario, backend=backend, variant=variant, device=device, phase=phase)(entry)

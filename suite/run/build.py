@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import targets
+from suite.core import registry, targets
 from suite.core.backend import BACKENDS
 from suite.core.registry import REGISTRY, KernelKey
 from suite.core.scenario import Params, Scenario
 from suite.gpu import resources
-from suite.run import faults, slowdown
+from suite.run import faults, outputs, slowdown
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
 
@@ -79,8 +79,7 @@ def build(
     target = avail.target
     assert target is not None
     dev_inputs = {name: target.asarray(a) for name, a in inputs.items()}
-    out = target.empty(scn.output_shape(params), job.dtype)
-    target.poison(out)
+    out = outputs.allocate(target, scn.output_shape(params), job.dtype)
     target.synchronize()  # device-wide: the copies' stream does not order with the shared one (see the docstring)
     entry = REGISTRY.get(key)
     opts = options(job, key, avail.mode)
@@ -101,7 +100,7 @@ def first_launch(launcher: Any, target: targets.Target, mode: str) -> float | No
     is read back; its time is the compile time, natively only: an interpreter's or a simulator's time is no
     compile time."""
     start = time.perf_counter()
-    launcher()
+    registry.as_launch(launcher).checked()
     target.synchronize()
     return (time.perf_counter() - start) * 1e3 if mode == targets.NATIVE else None
 
@@ -145,7 +144,7 @@ def _case_specs(
     try:
         shapes = scn.input_shapes(job.params)
         inputs = {name: target.empty(shape, job.dtype) for name, shape in shapes.items()}
-        out = target.empty(scn.output_shape(job.params), job.dtype)
+        out = outputs.empty(target, scn.output_shape(job.params), job.dtype)
         with resources.recording(specs):
             REGISTRY.get(key)(inputs, out, job.params, options(job, key, avail.mode))
     except Exception:

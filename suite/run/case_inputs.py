@@ -59,4 +59,10 @@ def save_io(key: KernelKey, check: Check, job: Job, data: Inputs) -> None:
     name = f"{key.scenario}_{zlib.crc32(params_json(check.run_params).encode()):08x}_{job.dtype}"
     path = Path(job.io_dir) / f"{name}__{key.backend}-{key.device}-{key.variant}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **inputs, out=check.out, reference=ref, meta=json.dumps(meta, sort_keys=True))
+    out = check.out if isinstance(check.out, dict) else {"": check.out}
+    refs = ref if isinstance(ref, dict) else {"": ref}
+    arrays = {
+        **{f"out{'_' * bool(k)}{k}": a for k, a in out.items()},
+        **{f"reference{'_' * bool(k)}{k}": a for k, a in refs.items()},
+    }
+    np.savez(path, **inputs, **arrays, meta=json.dumps(meta, sort_keys=True))

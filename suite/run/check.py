@@ -18,11 +18,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from suite.core import numerics, registry, targets
+from suite.core import registry, targets
 from suite.core.registry import KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import Scenario
-from suite.run import build, footprint, honesty, timing
+from suite.run import build, footprint, honesty, outputs, timing
 from suite.run.case_inputs import Inputs
 from suite.run.job import Job
 from suite.run.stages import Availability, Check, KernelResources
@@ -39,7 +39,7 @@ def build_and_check(
     if reason := target.dtype_refusal(job.dtype) or footprint.guard(scn, params, job.dtype, key.variant, target):
         return Check("skipped", reason, params), None
     inputs, ref, tol = data.get(params)
-    built = Check("ok", "", params, tol, params_json(params) if params != job.params else "")
+    built = Check("ok", "", params, outputs.loosest(tol), params_json(params) if params != job.params else "")
     specs: list = []  # the CUDA kernels the entry builds, for the static resource report (before any timing)
     launcher = device_out = out = compile_ms = None
     failed: tuple[str, str] | None = None
@@ -49,7 +49,7 @@ def build_and_check(
         private = {name: np.array(a) for name, a in inputs.items()}  # a host target's asarray may not copy
         launcher, device_out, dev_inputs = build.build(key, avail, job, scn, params, private, specs)
         compile_ms = build.first_launch(launcher, target, mode)
-        out = np.asarray(target.to_host(device_out))
+        out = outputs.to_host(target, device_out)
         if written := honesty.inputs_written(inputs, dev_inputs, target):
             failed = ("error", written)
     except (targets.NotRunnable, registry.Unsupported) as exc:
@@ -64,9 +64,13 @@ def build_and_check(
     found = build.kernel_resources(key, avail, built, job, scn, specs)  # compile-only rows report resources too
     if failed:
         return replace(built, status=failed[0], reason=failed[1], compile_ms=compile_ms, launcher=launcher), found
-    max_rel_err, problem = numerics.judge(out, ref, tol)
+    max_rel_err, problem, worst_tol, per_output = outputs.judge(out, ref, tol)
     status, reason = ("mismatch", problem) if problem else ("ok", "")
     notes = registry.notes(launcher)
+    if per_output:
+        notes = {**notes, "outputs": per_output}
+    if saves := registry.as_launch(launcher).saves:
+        notes = {**notes, "saved": dict(saves)}
     if status == "ok" and mode == targets.NATIVE and key.device == "cuda":
         discipline = honesty.stream_discipline(launcher, device_out, target, job, key, avail)
         notes = {**notes, "stream": discipline.note}
@@ -85,6 +89,7 @@ def build_and_check(
         built,
         status=status,
         reason=reason,
+        tolerance=worst_tol,
         compile_ms=compile_ms,
         max_rel_err=max_rel_err,
         out=out,

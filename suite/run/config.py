@@ -104,6 +104,10 @@ class BenchConfig:
     """Empty: every variant of the scenario."""
     dtype: Any = field(default_factory=lambda: ["float32", "float16"])
     """One dtype or a list: each is a sweep axis value."""
+    phase: str = "forward"
+    """The part of a training step measured: forward, backward or train (forward + backward as one call). A
+    sweep over phases is a multirun (`-m phase=forward,train`); a family without a backward sits a backward
+    plan out."""
     preset: str = "M"
     """Size preset of the scenario (S: tests, M: default, L: large); scenario.<axis> overrides one axis."""
     seed: int = 0

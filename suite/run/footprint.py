@@ -82,7 +82,8 @@ def guard(scn: Any, params: dict[str, Any], dtype: str, variant: str, target: An
 def _inputs_and_output(scn: Any, params: dict[str, Any], dtype: str) -> int | None:
     """Bytes of the case's inputs and output: a floor on any variant's footprint, for families without a model."""
     try:
-        shapes = [*scn.input_shapes(params).values(), scn.output_shape(params)]
+        out = scn.output_shape(params)
+        shapes = [*scn.input_shapes(params).values(), *(out.values() if isinstance(out, dict) else [out])]
     except Exception:  # a family that cannot say its shapes without making the inputs
         return None
     return sum(int(np.prod(shape, dtype=np.int64)) for shape in shapes) * np.dtype(dtype).itemsize

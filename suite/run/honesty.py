@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import dtypes, numerics, targets
+from suite.core import dtypes, registry, targets
 from suite.core.registry import KernelKey
 from suite.core.scenario import Params, Scenario
-from suite.run import build, faults, footprint, stream_check, timing
+from suite.run import build, faults, footprint, outputs, stream_check, timing
 from suite.run.case_inputs import Inputs
 from suite.run.job import Job
 from suite.run.stages import Availability
@@ -67,15 +67,15 @@ def follows_inputs(
         launcher, device_out, _ = build.build(
             key, avail, job, scn, params, {n: np.array(a) for n, a in inputs.items()}, []
         )
-        launcher()
+        registry.as_launch(launcher).checked()
         target.synchronize()
-        got = np.asarray(target.to_host(device_out))
+        got = outputs.to_host(target, device_out)
     except Exception as exc:
         fault = faults.classify(exc) if key.device == "cuda" else None
         if fault is not None and fault.sticky:
             raise faults.ContextLost(fault.what, fault.detail) from exc
         return "error", f"on fresh inputs of the same shape: {type(exc).__name__}: {exc}".splitlines()[0]
-    _, problem = numerics.judge(got, ref, tol)
+    _, problem, _, _ = outputs.judge(got, ref, tol)
     if problem:
         return "mismatch", f"output does not follow its inputs: on fresh inputs of the same shape, {problem}"
     return "ok", ""
@@ -90,7 +90,7 @@ beyond any cache, take one set per block."""
 def input_sets(wanted: int, inputs: dict[str, np.ndarray], out: np.ndarray | None) -> int:
     """How many sets of buffers a timing block rotates through: `wanted` (timing.input_sets), fewer where they
     would not fit ROTATION_BUDGET together, at least one."""
-    per_set = sum(a.nbytes for a in inputs.values()) + (out.nbytes if out is not None else 0)
+    per_set = sum(a.nbytes for a in inputs.values()) + (outputs.nbytes(out) if out is not None else 0)
     return max(1, min(int(wanted), ROTATION_BUDGET // max(per_set, 1)))
 
 
@@ -129,16 +129,16 @@ def rebuilder(
         host = {name: offset_copy(a, block) for name, a in inputs.items()}
         try:
             launcher, device_out, _ = build.build(key, avail, job, scn, params, host, [])
-            launcher()
+            registry.as_launch(launcher).checked()
             target.synchronize()
-            got = np.asarray(target.to_host(device_out))
+            got = outputs.to_host(target, device_out)
         except Exception as exc:  # a sticky CUDA error loses the context: only the worker's restart helps
             fault = faults.classify(exc) if key.device == "cuda" else None
             if fault is not None and fault.sticky:
                 raise faults.ContextLost(fault.what, fault.detail) from exc
             raise
-        err = numerics.rel_err(_spots(got), _spots(checked))
-        if not np.isfinite(err) or err > 2 * tol:
+        err = outputs.rel_err(outputs.each(got, _spots), outputs.each(checked, _spots))
+        if not np.isfinite(err) or err > 2 * outputs.loosest(tol):
             raise RuntimeError(f"buffer set {block}: output differs from the checked one by {err:.3g}")
         return launcher
 
@@ -159,7 +159,7 @@ def stream_discipline(
     that cannot be made (an output without `__cuda_array_interface__`, a driver call failing) is unchecked."""
     try:
         stream = build.options(job, key, avail.mode)["stream"]
-        return stream_check.check(launcher, stream_check.device_probe(device_out, target, stream))
+        return stream_check.check(launcher, stream_check.device_probe(outputs.first(device_out), target, stream))
     except Exception as exc:
         fault = faults.classify(exc)
         if fault is not None and fault.sticky:

@@ -45,6 +45,8 @@ class Job:
     model: str = ""
     """The model whose shapes set the case (`model=`), and the layer it stands for: recorded in every row."""
     layer: str = ""
+    phase: str = "forward"
+    """The part of a training step every implementation runs (suite.core.phases)."""
 
     def impls(self) -> list[tuple[str, str, str]]:
         """What to run: each backend on each requested device it has a target for, each variant."""
@@ -61,12 +63,12 @@ class Job:
                 for v in self.variants
                 if self.strict or v in wanted
                 if (backend, d, v) not in self.skip
-                and (self.strict or not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d)) is not None)
+                and (self.strict or not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d, self.phase)))
             ]
         return out
 
     def keys(self) -> list[KernelKey]:
-        return [KernelKey(self.scenario, b, v, d) for b, d, v in self.impls()]
+        return [KernelKey(self.scenario, b, v, d, self.phase) for b, d, v in self.impls()]
 
 
 def case_seed(base: int, scenario: str, params: Params, dtype: str) -> int:
@@ -97,6 +99,8 @@ class Case:
     plugins: tuple[str, ...] = ()
     """The modules `plugins=[...]` imported: a row's reproduce command repeats them, so a family or backend they
     register is found again."""
+    saved: Mapping[str, int] = field(default_factory=dict)
+    """Backward and train phases: per variant, the bytes its forward keeps for the backward (the family's model)."""
 
     @classmethod
     def lost(cls, job: Job) -> Case:

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import fusion, numerics
+from suite.core import fusion
 from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
 from suite.gpu import energy
 from suite.gpu.clock_watch import ClockWatch
-from suite.run import faults
+from suite.run import faults, outputs
 from suite.run.ceiling import Canary, Ceiling
 from suite.run.graph_timing import graph_timed
 from suite.run.job import Job
@@ -53,12 +53,10 @@ def peers(found: Found, seed: int = 0) -> Found:
     larger than PEER_SAMPLE are compared on the same seeded sample of elements, the first and last included.
     """
     good = {k: s.check for k, s in found.items() if s.ok and s.check is not None and s.check.out is not None}
-    views = {k: _sample(np.asarray(c.out), seed) for k, c in good.items()}
+    views = {k: outputs.each(c.out, lambda a: _sample(np.asarray(a), seed)) for k, c in good.items()}
     out = dict(found)
     for k, a in good.items():
-        errs = [
-            numerics.rel_err(views[k], views[j]) for j, b in good.items() if j != k and a.run_params == b.run_params
-        ]
+        errs = [outputs.rel_err(views[k], views[j]) for j, b in good.items() if j != k and a.run_params == b.run_params]
         worst = max(errs) if errs else None
         peer = Peer(worst)
         if worst is not None and a.tolerance and worst > 2 * a.tolerance:

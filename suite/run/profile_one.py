@@ -20,8 +20,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from suite.core import phases, targets
 from suite.core import scenario as scenarios
-from suite.core import targets
 from suite.core.plugins import load_plugins
 from suite.core.registry import KernelKey
 from suite.core.row import Row
@@ -46,6 +46,7 @@ def spec(job: Job, row: Row, plugins: list[str]) -> dict[str, Any]:
         "backend_options": job.backend_options,
         "cache_dir": job.cache_dir,
         "plugins": list(plugins),
+        "phase": job.phase,
     }
 
 
@@ -65,6 +66,7 @@ def job_of(s: dict[str, Any]) -> Job:
         s["backend_options"],
         cache_dir=s["cache_dir"],
         strict=True,
+        phase=s.get("phase", "forward"),
     )
 
 
@@ -79,11 +81,11 @@ def launch_once(s: dict[str, Any], bracket: Bracket, timings: dict[str, float] |
 
         share_cuda_stream()
     job = job_of(s)
-    key = KernelKey(job.scenario, s["backend"], s["variant"], s["device"])
+    key = KernelKey(job.scenario, s["backend"], s["variant"], s["device"], job.phase)
     avail = build.availability(key, job)
     if avail.mode != targets.NATIVE or avail.target is None:
         raise RuntimeError(f"{key.backend}/{key.device} does not run natively here: {avail.reason or avail.mode}")
-    scn = scenarios.get(job.scenario)
+    scn = phases.phased(scenarios.get(job.scenario), job.phase)
     data = case_inputs.Inputs(scn, job.dtype, case_seed(job.seed, job.scenario, job.params, job.dtype))
     started = time.perf_counter()
     built, _ = check.build_and_check(key, avail, job, data, scn)

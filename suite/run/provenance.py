@@ -167,6 +167,7 @@ def command(
     variant: str,
     options: Mapping[str, Any] | None = None,
     plugins: Sequence[str] = (),
+    phase: str = "forward",
 ) -> str:
     """A command line that reruns exactly this (case, implementation), with the backend's `options` the run set
     (`backend_options.<backend>.<option>=<value>`, each as the command line writes it) and the `plugins` it
@@ -174,6 +175,7 @@ def command(
     parts = ["python", "-m", "suite", *([f"plugins=[{','.join(plugins)}]"] if plugins else []), f"scenario={scenario}"]
     parts += [_override(f"scenario.{k}", v) for k, v in params.items()]
     parts += [f"dtype={dtype}", f"backends=[{backend}]", f"device={device}", f"variants=[{variant}]"]
+    parts += [f"phase={phase}"] if phase != "forward" else []
     parts += [
         _override(f"backend_options.{backend}.{k}", _value(v))
         for k, v in sorted((options or {}).items())

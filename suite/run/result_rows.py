@@ -29,6 +29,9 @@ _OWN = {
     "backend",
     "device",
     "variant",
+    "phase",
+    "saved_bytes",
+    "saved_bytes_modeled",
     "status",
     "reason",
     "mode",
@@ -81,7 +84,15 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
     device_name = case.device_names.get(key.device, "") if mode == NATIVE else HOST_NAMES.get(mode, "")
     given = dict(case.backend_options.get(key.backend) or {})
     command = provenance.command(
-        key.scenario, case.params, case.dtype, key.backend, key.device or "all", key.variant, given, case.plugins
+        key.scenario,
+        case.params,
+        case.dtype,
+        key.backend,
+        key.device or "all",
+        key.variant,
+        given,
+        case.plugins,
+        key.phase,
     )
     backend = BACKENDS.get(key.backend)
     in_force = backend.in_force(given) if backend is not None else given
@@ -92,6 +103,9 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
         backend=key.backend,
         device=key.device,
         variant=key.variant,
+        phase=key.phase,
+        saved_bytes=sum(extra["saved"].values()) if isinstance(extra.get("saved"), dict) else None,
+        saved_bytes_modeled=case.saved.get(key.variant),
         status=status,
         reason=reason,
         mode=mode,

@@ -37,7 +37,7 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
     for params in p.cases:
         for dtype in p.dtypes:
             head = (p.scenario.name, params_json(params), dtype)
-            skip = {k[3:] for k in done if k[:3] == head}
+            skip = {k[3:6] for k in done if k[:3] == head and k[6:] in ((p.phase,), ())}
             out.append(
                 Job(
                     p.scenario.name,
@@ -59,6 +59,7 @@ def jobs(cfg: DictConfig, p: Plan, outdir: Path, done: set[tuple[str, ...]], run
                     arch=cfg.device.get("arch"),
                     model=str(cfg.model.name) if cfg.get("model") else "",
                     layer=str(cfg.get("layer") or ""),
+                    phase=p.phase,
                 )
             )
     return out

@@ -14,7 +14,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from suite.core import registry
+from suite.core import phases, registry
 from suite.core import scenario as scenarios
 from suite.core.backend import BACKENDS, Backend
 from suite.core.errors import ConfigError
@@ -39,6 +39,9 @@ class Plan:
     backends: list[str]
     variants: list[str]
     targets: list[str]
+    phase: str = phases.FORWARD
+    left_out: str = ""
+    """Why the plan has no cases although its config is valid (a family without a backward in a backward plan)."""
 
 
 def discover() -> None:
@@ -110,7 +113,12 @@ def plan(cfg: DictConfig) -> Plan:
     except OmegaConfBaseException as exc:  # a model's interpolation that cannot hold (tokens not whole sequences)
         said = str(exc).splitlines()[0].split("while resolving interpolation: ")[-1]
         raise ConfigError(f"{getattr(exc, 'full_key', '') or 'scenario'}: {said}") from None
-    scn = scenarios.get(str(node.get("name")))
+    family = scenarios.get(str(node.get("name")))
+    phase = phases.check_phase(str(cfg.get("phase", phases.FORWARD)))
+    if phase not in phases.phases_of(family):
+        why = f"{family.name} has no backward pass: left out of this {phase} plan (its phases: forward)"
+        return Plan(cfg, family, [], [], [], [], [], phase, why)
+    scn = phases.phased(family, phase)
     cases = scn.cases(axes_of(scn, node, str(cfg.preset)))
     dtypes = _choose("dtype", as_list(cfg.dtype), scn.dtypes)
     known = known_backends()
@@ -123,7 +131,7 @@ def plan(cfg: DictConfig) -> Plan:
     _check_profile(cfg)
     _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
-    return Plan(cfg, scn, cases, dtypes, backends, variants, targets)
+    return Plan(cfg, scn, cases, dtypes, backends, variants, targets, phase)
 
 
 CEILINGS = ("interleaved", "once")

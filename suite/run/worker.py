@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from suite.core import phases, targets
 from suite.core import scenario as scenarios
-from suite.core import targets
 from suite.core.plugins import load_plugins
 from suite.core.registry import KernelKey
 from suite.core.row import Row
@@ -84,7 +84,7 @@ class Session:
             from suite.run.timing import CudaClock
 
             self.cuda_clock = CudaClock()
-        scn = scenarios.get(job.scenario)
+        scn = phases.phased(scenarios.get(job.scenario), job.phase)
         seed = case_seed(job.seed, job.scenario, job.params, job.dtype)
         case = Case(
             job.scenario,
@@ -100,6 +100,7 @@ class Session:
             job.layer,
             job.backend_options,
             self.plugins,
+            _saved(scn, job),
         )
         at: list[Any] = [None]
 
@@ -200,7 +201,7 @@ def run_attributed(attempt: Attempt, job: Job, timeout: float) -> list[Row]:
         if culprit is None or tuple(culprit) in job.skip:  # lost while timing: the case cannot be attributed
             raise WorkerLost(reason)
         backend, device, variant = culprit
-        lost += result_rows.lost(job, reason, [KernelKey(job.scenario, backend, variant, device)])
+        lost += result_rows.lost(job, reason, [KernelKey(job.scenario, backend, variant, device, job.phase)])
         job = replace(job, skip=job.skip | {(backend, device, variant)})
 
 
@@ -300,3 +301,13 @@ class InProcess:
 
     def close(self) -> None:
         return None
+
+
+def _saved(scn: Any, job: Job) -> dict[str, int]:
+    """Per variant, the bytes the family's model says its forward keeps for the backward (backward and train)."""
+    if job.phase == phases.FORWARD:
+        return {}
+    try:
+        return {variant: sum(kept.values()) for variant, kept in scn.saved(job.params, job.dtype).items()}
+    except NotImplementedError:
+        return {}

@@ -1,0 +1,75 @@
+"""The phase axis end to end, on a plug-in family with a backward pass (tests/toy_training.py): each variant's
+backward gets what its own forward saved, every output of a backward is judged against its own reference, the
+phase is in every row and in the key rows are matched on, and a bad phase is one line naming the valid ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tests.toy_training as toy
+from suite.core.errors import ConfigError
+from suite.core.row import KEY
+from suite.kit.tidy import tidy
+from suite.run.runner import run
+from suite.run.validate import prepare
+from tests.conftest import make_config
+
+ARGS = ("plugins=[tests.toy_training]", f"scenario=base_{toy.NAME}", "preset=S", "backends=[toy]", "device=cpu",
+        "timing=quick", "dtype=float32", "strict=false")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = {}
+    for phase in ("backward", "train"):
+        where = tmp_path_factory.mktemp(phase)
+        out[phase] = run(make_config(*ARGS, f"phase={phase}"), where, show_progress=False).table
+    return out
+
+
+@pytest.mark.parametrize("phase", ["backward", "train"])
+def test_each_variant_runs_its_phase_with_what_its_own_forward_saved(ran: dict, phase: str) -> None:
+    rows = ran[phase].set_index("variant")
+    assert set(rows["phase"]) == {phase}
+    assert rows.loc["fused", "status"] == rows.loc["unfused", "status"] == "ok"
+    n, b = 1001, 1001 * 4
+    assert rows.loc["unfused", "saved_bytes"] == 3 * b and rows.loc["fused", "saved_bytes"] == 2 * b
+    assert rows.loc["unfused", "saved_bytes_modeled"] == 3 * b and rows.loc["fused", "saved_bytes_modeled"] == 2 * b
+    outputs = json.loads(rows.loc["fused", "extra"])["outputs"]
+    assert set(outputs) == ({"dx", "dw"} if phase == "backward" else {"y", "dx", "dw"})
+    assert rows.loc["fused", "time_ms"] > 0 and n
+
+
+@pytest.mark.parametrize("phase", ["backward", "train"])
+def test_one_wrong_gradient_is_a_mismatch_that_names_it(ran: dict, phase: str) -> None:
+    wrong = ran[phase].set_index("variant").loc["wrong"]
+    assert wrong["status"] == "mismatch"
+    assert wrong["reason"].startswith("dw: max relative error") and "dx" not in wrong["reason"]
+
+
+def test_the_train_ledger_is_the_forward_then_the_backward(ran: dict) -> None:
+    rows = {p: ran[p].set_index("variant") for p in ran}
+    b = 1001 * 4
+    assert rows["backward"].loc["unfused", "bytes_read"] == 5 * b  # t, dy; w, dy, x
+    assert rows["train"].loc["unfused", "bytes_read"] == 5 * b + 3 * b  # the forward's x; t, w
+    assert rows["train"].loc["fused", "launches"] == 2
+
+
+def test_the_phase_is_part_of_every_key(ran: dict) -> None:
+    both = tidy(__import__("pandas").concat([ran["backward"], ran["train"]], ignore_index=True))
+    assert "phase" in KEY
+    assert not both.duplicated(list(KEY)).any()
+    assert both["series"].str.startswith(("backward: ", "train: ")).all()
+
+
+def test_a_bad_phase_is_one_line_naming_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"^unknown phase 'backwards'; valid: forward, backward, train$"):
+        prepare(make_config(*ARGS, "phase=backwards"))
+
+
+def test_a_family_without_a_backward_sits_out_with_one_line(tmp_path: Path) -> None:
+    plan = prepare(make_config(*ARGS[:1], "plugins=[tests.toy_family]", "scenario=base_toy_axpb", "phase=train"))
+    assert plan.cases == [] and plan.left_out.startswith("toy_axpb has no backward pass")
