@@ -73,3 +73,14 @@ def test_a_bad_phase_is_one_line_naming_the_valid_ones() -> None:
 def test_a_family_without_a_backward_sits_out_with_one_line(tmp_path: Path) -> None:
     plan = prepare(make_config(*ARGS[:1], "plugins=[tests.toy_family]", "scenario=base_toy_axpb", "phase=train"))
     assert plan.cases == [] and plan.left_out.startswith("toy_axpb has no backward pass")
+
+
+def test_the_report_has_a_line_per_phase_and_says_what_fusion_stops_keeping(ran: dict, tmp_path: Path) -> None:
+    from suite.report.report import write_report
+
+    both = __import__("pandas").concat([ran["backward"], ran["train"]], ignore_index=True)
+    text = write_report(both, [], tmp_path).read_text(encoding="utf-8")
+    glance = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    assert "| phase |" in glance and "| backward |" in glance and "| train |" in glance
+    assert "### Kept for the backward pass" in text
+    assert "fused stops keeping t (0.01 → 0.01 MiB)" in text

@@ -59,6 +59,8 @@ NUMERIC = [
     "rival_hi",
     "peak_bytes_modeled",
     "peak_bytes",
+    "saved_bytes",
+    "saved_bytes_modeled",
     "memory_ratio",
     "memory_saved_mib",
     "rival_memory_ratio",

@@ -5,7 +5,8 @@ Each line is the family's headline case (its largest timed size; for a model, th
 kernel's paired speedup over the unfused one with its 95% interval and verdict, its memory ratio and saving, its
 paired speedup over torch.compile (the rival, from the same interleaved rounds) with interval and verdict, and
 its time against the library's (a ratio of medians: the two are not paired, so no interval). Every figure is in
-the rows below it; this only chooses which to show first.
+the rows below it; this only chooses which to show first. A run of a training step's phases (backward, train)
+has a line per phase, and the bytes its forward keeps for the backward pass against the unfused variant's.
 """
 
 from __future__ import annotations
@@ -25,35 +26,42 @@ def section(data: pd.DataFrame) -> str | None:
     if fused.empty:
         return None
     with_model = bool((data["model"] != "").any())
-    keys = ["model", "scenario", "device", "dtype", "impl"] if with_model else ["scenario", "device", "dtype", "impl"]
+    staged = bool((data["phase"] != "forward").any())
+    keys = ["scenario", "phase", "device", "dtype", "impl"]
+    keys = ["model", *keys] if with_model else keys
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
         library = timed[
             (timed["scenario"] == row["scenario"])
             & (timed["params"] == row["params"])
+            & (timed["phase"] == row["phase"])
             & (timed["dtype"] == row["dtype"])
             & (timed["device"] == row["device"])
             & (timed["variant"] == "library")
         ]
         cells = [
             row["scenario"],
+            *([row["phase"]] if staged else []),
             f"{row['series']}, {row['size_axis']} = {fmt_size(row['size'])}",
             row["impl"],
             row["dtype"],
             _ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
             _memory(row),
+            *([_saved(row, data)] if staged else []),
             _ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
             f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else "",
         ]
         body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
     head = [
         "family",
+        *(["phase"] if staged else []),
         "case",
         "fused kernel",
         "dtype",
         "time vs unfused",
         "memory vs unfused",
+        *(["kept for backward vs unfused"] if staged else []),
         "time vs torch.compile",
         "time vs library (medians)",
     ]
@@ -78,3 +86,20 @@ def _memory(row: pd.Series) -> str:
     if pd.isna(row["memory_ratio"]):
         return ""
     return f"{row['memory_ratio']:.2f}× {row['memory_verdict']}, {row['memory_saved_mib']:,.0f} MiB saved"
+
+
+def _saved(row: pd.Series, data: pd.DataFrame) -> str:
+    """The bytes the fused variant's forward keeps for the backward pass against the unfused one's, measured
+    (each implementation's own allocations) where both were, else modeled."""
+    same = (data["scenario"] == row["scenario"]) & (data["params"] == row["params"]) & (data["phase"] == row["phase"])
+    base = data[same & (data["dtype"] == row["dtype"]) & (data["impl"] == row["impl"]) & (data["variant"] == "unfused")]
+    for column, basis in (("saved_bytes", "measured"), ("saved_bytes_modeled", "modeled")):
+        mine = pd.to_numeric(pd.Series([row.get(column)]), errors="coerce").iloc[0]
+        theirs = pd.to_numeric(base[column], errors="coerce").dropna() if column in base else pd.Series(dtype=float)
+        if pd.notna(mine) and len(theirs) and mine > 0:
+            return f"{fmt_bytes(mine)} vs {fmt_bytes(theirs.iloc[0])} ({basis})"
+    return ""
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"

@@ -24,7 +24,7 @@ from suite.core.scenario import lookup
 from suite.kit.markdown import details, table
 from suite.kit.store import ENVIRONMENT
 from suite.kit.tidy import chart_name, fmt_size
-from suite.report import glance, launch_split, measured, memory, pressure, rivals, tables
+from suite.report import glance, launch_split, measured, memory, pressure, rivals, saved, tables
 from suite.report.drift import drifted
 from suite.report.host import host_cpu
 from suite.report.plots import make_charts
@@ -146,6 +146,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += [text for text in [launch_split.section(rows)] if text]
     parts += [text for text in [pressure.section(rows, pairs)] if text]
     parts += [text for text in [memory.section(rows)] if text]
+    parts += [text for text in [saved.section(rows)] if text]
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
