@@ -84,3 +84,22 @@ def test_the_report_has_a_line_per_phase_and_says_what_fusion_stops_keeping(ran:
     assert "| phase |" in glance and "| backward |" in glance and "| train |" in glance
     assert "### Kept for the backward pass" in text
     assert "fused stops keeping t (0.01 → 0.01 MiB)" in text
+
+
+def test_compare_matches_a_table_from_before_phases_as_forward_and_never_a_backward_with_a_forward(
+    ran: dict, tmp_path: Path
+) -> None:
+    from suite.kit import store
+    from suite.report import compare_rows
+
+    backward = ran["backward"]
+    as_forward = backward.assign(phase="forward")
+    old = as_forward.drop(columns=["phase"])  # a table written before the phase column
+    for name, frame in (("old", old), ("forward", as_forward), ("backward", backward)):
+        (tmp_path / name).mkdir()
+        frame.to_csv(tmp_path / name / "results.csv", index=False)
+    load = lambda name: store.load(tmp_path / name).results  # noqa: E731
+    matched, removed, added = compare_rows.match(load("old"), load("forward"))
+    assert len(matched) == len(backward) and removed.empty and added.empty
+    matched, removed, added = compare_rows.match(load("forward"), load("backward"))
+    assert matched.empty and len(removed) == len(added) == len(backward)

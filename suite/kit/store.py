@@ -204,6 +204,7 @@ def load(path: str | Path) -> Run:
     if "row_id" not in results:
         results["row_id"] = ""
     results["row_id"] = results["row_id"].fillna("").astype(str)
+    results["phase"] = results["phase"].fillna("forward") if "phase" in results else "forward"
     if (directory / REPS_PARQUET).exists():
         reps = with_rep_columns(pd.read_parquet(directory / REPS_PARQUET))
     else:

@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     if matched.empty:
         raise ConfigError(
             f"no rows in common between {args.base} ({_holds(base)}) and {args.new} ({_holds(new)}); "
-            "rows match on scenario, params, dtype, backend, device and variant"
+            "rows match on scenario, params, dtype, backend, device, variant and phase"
         )
     changes = compare_rows.device_changes(matched)
     if changes and not args.allow_device_change:
