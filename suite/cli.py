@@ -45,6 +45,15 @@ effect (conf/experiment/tour_*.yaml), one job each, into one table and one repor
 cores with the install, each case timed in two worker processes."""
 
 
+def with_training_tour(args: list[str]) -> list[str]:
+    """`training` (first, alone or with overrides) as the multirun of every family's train-phase experiment."""
+    if args[:1] != ["training"]:
+        return args
+    with contextlib.suppress(ConfigError):
+        load_plugins(plugins.named(args))
+    return ["-m", "experiment=" + ",".join(scenarios.training_experiments()), *args[1:]]
+
+
 def with_model_tour(args: list[str]) -> list[str]:
     """`args` with the model tour added where a model is named without a scenario or an experiment."""
     named = lambda key: any(a.lstrip("+~").startswith(f"{key}=") for a in args)
@@ -309,7 +318,7 @@ def _over_runs(command: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = with_model_tour(open_options(sys.argv[1:] if argv is None else argv)) or list(TOUR)
+    args = with_training_tour(with_model_tour(open_options(sys.argv[1:] if argv is None else argv))) or list(TOUR)
     if args[:1] == ["list"]:
         list_kernels()
         return

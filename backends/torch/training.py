@@ -17,6 +17,8 @@ in `Launch.saves`; an input autograd keeps alive counts as saved.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -28,7 +30,8 @@ from suite.core.phases import BACKWARD, OUTPUT, TRAIN
 from suite.core.registry import Launch, kernel
 
 ForwardFn = Callable[..., torch.Tensor]
-"""forward(**inputs) -> y, in torch ops (inputs by name, the upstream gradients left out)."""
+"""forward(**inputs) -> y, in torch ops (inputs by name, the upstream gradients left out); a forward that takes a
+keyword `params` is handed the case's (rope's pairing, a chain's ops)."""
 
 
 def _leaves(inputs: Mapping[str, Any], wrt: Iterable[str], upstream: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -59,14 +62,17 @@ class _Saved:
 def _entry(forward: ForwardFn, wrt: tuple[str, ...], upstream: tuple[str, ...], phase: str, compile_it: bool):
     def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
         on_stream = BACKEND.launch_stream(opts.get("stream"))
+        case = (
+            functools.partial(forward, params=params) if "params" in inspect.signature(forward).parameters else forward
+        )
         if compile_it:
             if (cache := cache_folder(opts)) and cache != user_cache():
                 import os
 
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache)
-            fn = torch.compile(forward, mode=opts.get("mode") or "default", dynamic=bool(opts.get("dynamic", False)))
+            fn = torch.compile(case, mode=opts.get("mode") or "default", dynamic=bool(opts.get("dynamic", False)))
         else:
-            fn = forward
+            fn = case
         leaves = _leaves(inputs, wrt, upstream)
         order = [name for name in wrt]
         dy = [inputs[name] for name in upstream]

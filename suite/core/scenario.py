@@ -81,6 +81,10 @@ class Scenario:
     """The experiment that sets its axes from a model's published shapes (conf/experiment/<it>.yaml, or a node a
     plug-in stores in Hydra's ConfigStore as `experiment/<it>`): `model=<name>` with no scenario named runs every
     family's (`model_experiments`). None: the family sits out the model tour."""
+    train_tour: ClassVar[str | None] = None
+    """The experiment that times the family's train phase (forward + backward as one call) at sizes past the
+    last-level cache (conf/experiment/<it>.yaml): `python -m suite training` runs every family's
+    (`training_experiments`). None: the family has no backward pass, or sits the training tour out."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
@@ -230,6 +234,11 @@ def plug_ins(package: str = "scenarios") -> list[str]:
     """Families registered from outside the tree's `package` (an entry point, a `plugins=` module, a test's):
     those no list in the suite can name, so that what the suite derives from the registry takes them in."""
     return [name for name, scn in discover().items() if not type(scn).__module__.startswith(f"{package}.")]
+
+
+def training_experiments() -> list[str]:
+    """The training tour: every registered family's `train_tour` experiment, each once, by name."""
+    return sorted({scn.train_tour for scn in discover().values() if scn.train_tour})
 
 
 def model_experiments() -> list[str]:

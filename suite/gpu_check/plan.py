@@ -230,6 +230,7 @@ def job_estimate(overrides: list[str]) -> tuple[int, int, int, float]:
         and k.device == "cuda"
         and k.backend in plan.backends
         and k.variant in plan.variants
+        and k.phase == plan.phase
     ]
     summary = summary_case(plan.scenario, plan.cases, plan.dtypes)
     cases = impls = skipped = 0
