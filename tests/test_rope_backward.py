@@ -106,6 +106,9 @@ def test_backward_ledger_matches_a_hand_count(dtype: str, s: int) -> None:
     assert train["fused"].launches == 2 and train["unfused"].launches == 16
     assert train["fused"].bytes_read == 2 * (NQ + NK + 2 * T) * s  # forward and backward, each one pass
     assert train["eager"].launches == 11 + 18  # neg, cat, two products, add per tensor, a cat into y
+    compiled = train["compiled"].kernels[0]  # one call: rotate(x) stored, then x, rotate(x), tables read into y
+    assert (compiled.bytes_read, compiled.bytes_written) == ((3 * (NQ + NK) + 2 * T) * s, 2 * (NQ + NK) * s)
+    assert train["compiled"].launches == 2 and train["compiled"].peak_bytes == held + (NQ + NK) * s
 
 
 def test_eager_backward_runs_the_kernels_its_ledger_names() -> None:

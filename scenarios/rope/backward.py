@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from scenarios.rope import scenario as forward  # a module, not its names: scenario.py imports this one
 from scenarios.rope.decomposition import RopeStep, rope_ledger, sizes
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
@@ -90,23 +89,37 @@ one half and a cat (Hugging Face's rotate_half), then a cat of q' and k' into y 
 HALF = {"nx": 0.5}
 
 
+def _pairs(x: np.ndarray, pairing: str) -> tuple[np.ndarray, np.ndarray]:
+    """The two members of every pair, each (..., head_dim/2). (scenario.py, which attaches this module's class,
+    has the forward's own helpers; importing them back would make a cycle.)"""
+    h = x.shape[-1] // 2
+    return (x[..., :h], x[..., h:]) if pairing == "half" else (x[..., 0::2], x[..., 1::2])
+
+
+def _joined(a: np.ndarray, b: np.ndarray, pairing: str) -> np.ndarray:
+    if pairing == "half":
+        return np.concatenate([a, b], axis=-1)
+    return np.stack([a, b], axis=-1).reshape(*a.shape[:-1], 2 * a.shape[-1])
+
+
 def backward_rotation(g: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: str) -> np.ndarray:
-    """g·cos − rotate(g·sin) with (seq_len, head_dim/2) tables, in g's dtype's arithmetic."""
-    c, s = forward.full_table(cos, pairing), forward.full_table(sin, pairing)
-    return g * c - forward.rotate(g * s, pairing)
+    """Each pair (g₁, g₂) to (g₁·cos + g₂·sin, g₂·cos − g₁·sin), the tables (seq_len, head_dim/2) broadcast over
+    batch and heads, in g's dtype's arithmetic."""
+    (g1, g2), c, s = _pairs(g, pairing), cos[:, None, :], sin[:, None, :]
+    return _joined(g1 * c + g2 * s, g2 * c - g1 * s, pairing)
 
 
 def emulate_backward(inputs: dict[str, np.ndarray], params: Params, dtype: str) -> dict[str, np.ndarray]:
-    """The unfused steps in float32, u, w and the sum rounded to `dtype` (v is u negated: exact)."""
+    """The unfused steps in float32, u = dy·sin, w = dy·cos and the sum w + rotateᵀ(u) rounded to `dtype`
+    (rotateᵀ only moves and negates: exact)."""
     pairing, heads = params["pairing"], params["heads"]
-    c = forward.full_table(inputs["cos"].astype(np.float32), pairing)
-    s = forward.full_table(inputs["sin"].astype(np.float32), pairing)
+    c, s = (inputs[t].astype(np.float32)[:, None, :] for t in ("cos", "sin"))
     dy = inputs["dy"].astype(np.float32)
     out = {}
     for name, g in (("dq", dy[:, :, :heads]), ("dk", dy[:, :, heads:])):
-        u = (g * s).astype(dtype).astype(np.float32)
-        w = (g * c).astype(dtype).astype(np.float32)
-        out[name] = (w - forward.rotate(u, pairing)).astype(dtype)
+        g1, g2 = _pairs(g, pairing)
+        u1, u2, w1, w2 = ((a * t).astype(dtype).astype(np.float32) for a, t in ((g1, s), (g2, s), (g1, c), (g2, c)))
+        out[name] = _joined(w1 + u2, w2 - u1, pairing).astype(dtype)
     return out
 
 
@@ -173,8 +186,11 @@ class RopeBackward(Backward):
         }
 
     def forward_ledger(self, scn: Scenario, params: Params, dtype: str) -> dict[str, VariantLedger]:
-        """The forward's ledger (no variant writes anything extra to save), with eager as the autograd-ready torch
-        forward runs it (`EAGER_FORWARD`): two kernels for the rotation and a cat of q' and k' into y."""
+        """The forward's ledger (no variant writes anything extra to save), with the torch rivals as the
+        autograd-ready forward runs: eager its `EAGER_FORWARD` kernels, two for the rotation and a cat of q' and k'
+        into y; compiled one call in which Inductor materialises rotate(x) for q and k (on the CPU it lowers every
+        cat to a ConcatKernel, torch/_inductor/lowering.py `cat`) and then reads x, rotate(x) and the tables
+        into y's heads (that cat's NonOwningLayout: no copy)."""
         s = np.dtype(dtype).itemsize
         nq, nk, table = sizes(params)
         kernels, accesses, between = [], [], {}
@@ -190,4 +206,7 @@ class RopeBackward(Backward):
         held = (2 * (nq + nk) + 2 * table) * s  # q, k, y and both tables
         ledgers = dict(rope_ledger(params, dtype))
         ledgers["eager"] = VariantLedger("eager", tuple(kernels), peak_bytes=live_peak(held, accesses, between))
+        n, flops = nq + nk, ledgers["fused"].flops
+        compiled = KernelTraffic("rope q and k (compiled, rotate(x) stored)", (3 * n + 2 * table) * s, 2 * n * s, flops)
+        ledgers["compiled"] = VariantLedger("compiled", (compiled,), peak_bytes=held + n * s)
         return ledgers
