@@ -21,7 +21,8 @@ do, so `Launch.saves` is the same for both.
   the two products, then each slice of x that fed the rotation gets its gradient through SliceBackward (zeros of
   x's size, a copy into the slice) added into x's gradient — 9 kernels per tensor.
 - `compiled`: torch.compile's AOTAutograd keeps the same two tables (the primals; nothing to recompute) and
-  Inductor fuses the pointwise backward graph: modelled as the fused kernel.
+  Inductor fuses the pointwise backward graph into one call (a loop writing dq, one writing dk, in its generated
+  CPU code): the fused kernel's traffic. Its forward stores rotate(x) on the CPU (`RopeBackward.forward_ledger`).
 - `library`: Liger's rope (CUDA, registered later) saves cos and sin and rotates the upstream gradient in place,
   so, as in the forward, the gradient is first copied into dq and dk.
 """
