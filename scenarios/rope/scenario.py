@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scenarios.rope.backward import RopeBackward
 from scenarios.rope.config import RopeConfig
 from scenarios.rope.decomposition import PAIRINGS, rope_ledger
 from suite.core.errors import ConfigError
@@ -98,6 +99,7 @@ class Rope(Scenario):
     config = RopeConfig
     model_tour = "model_rope"
     limits = LIMITS
+    training = RopeBackward()
     inputs = ("q", "k", "cos", "sin")
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")
