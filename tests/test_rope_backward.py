@@ -115,7 +115,7 @@ def test_eager_backward_runs_the_kernels_its_ledger_names() -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    from backends.torch.rope_training import forward
+    from backends.torch.rope_training import rope_forward
 
     aten = {"dy·sin": "mul", "dy·cos": "mul", "neg": "neg", "zeros": "zero_", "copy": "copy_", "add": "add"}
     aten["add_ (in place)"] = "add_"
@@ -124,7 +124,7 @@ def test_eager_backward_runs_the_kernels_its_ledger_names() -> None:
                       for k in lg.kernels)  # fmt: skip
     for pairing in ("half", "interleaved"):
         q, k = torch.randn(2, 3, 4, 8, requires_grad=True), torch.randn(2, 3, 2, 8, requires_grad=True)
-        y = forward(pairing)(q, k, torch.randn(3, 4), torch.randn(3, 4))
+        y = rope_forward(q, k, torch.randn(3, 4), torch.randn(3, 4), params={"pairing": pairing})
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             torch.autograd.grad(y, [q, k], torch.randn_like(y))
         ran = sorted(e.name[6:] for e in prof.events() if e.name[6:] in set(aten.values()))

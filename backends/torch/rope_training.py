@@ -8,23 +8,17 @@ each head viewed as (2, pairs) or (pairs, 2), so no widened table is made and Mu
 itself. `eager` differentiates it with eager autograd, `compiled` through torch.compile (AOTAutograd). torch has
 no rotary-embedding op, so there is no `library` here (Liger's is CUDA only).
 
-The pairing is a parameter of the case, and `autograd_variants` calls a forward with the inputs only, so the
-entries are registered here: each builds `backends.torch.training`'s entry for its case's pairing while it
-prepares.
+The pairing is a parameter of the case: the forward takes the case's params (`autograd_variants` hands them).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from backends.torch import DEVICES
 from backends.torch.rope import _pairs
-from backends.torch.training import _entry
-from suite.core.phases import BACKWARD, TRAIN
-from suite.core.registry import Launch, kernel
+from backends.torch.training import autograd_variants
 
 WRT, UPSTREAM = ("q", "k"), ("dy",)
 
@@ -60,26 +54,9 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     return torch.cat(parts, dim=2)
 
 
-@functools.cache
-def forward(pairing: str) -> Any:
-    """The forward with the case's pairing bound, one function per pairing (torch.compile's cache keys on it)."""
-
-    def rope_forward(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        return rope(q, k, cos, sin, pairing=pairing)
-
-    return rope_forward
+def rope_forward(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, params: dict) -> Any:
+    """The forward of the case: its pairing from its params."""
+    return rope(q, k, cos, sin, pairing=params["pairing"])
 
 
-def _variant(phase: str, compile_it: bool) -> Any:
-    def entry(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launch:
-        made = _entry(forward(params["pairing"]), WRT, UPSTREAM, phase, compile_it)
-        return made(inputs, out, params, opts)
-
-    return entry
-
-
-for _phase in (BACKWARD, TRAIN):
-    for _variant_name, _compile in (("eager", False), ("compiled", True)):
-        kernel(scenario="rope", backend="torch", variant=_variant_name, device=DEVICES, phase=_phase)(
-            _variant(_phase, _compile)
-        )
+autograd_variants("rope", wrt=WRT, upstream=UPSTREAM, eager=rope_forward)
