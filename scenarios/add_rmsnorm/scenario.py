@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.add_rmsnorm.backward import AddRMSNormBackward
 from scenarios.add_rmsnorm.config import AddRMSNormConfig
 from scenarios.add_rmsnorm.decomposition import INPUTS, add_rmsnorm_ledger
 from scenarios.normalization import EPS, RowNormalization, emulate
@@ -54,6 +55,7 @@ class AddRMSNorm(RowNormalization):
     config = AddRMSNormConfig
     model_tour = "model_add_rmsnorm"
     inputs = INPUTS
+    training = AddRMSNormBackward()
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.
         "S": {"rows": [33], "cols": [193, 781], "tile": [256]},

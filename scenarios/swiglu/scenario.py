@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.swiglu.backward import SwiGLUBackward
 from scenarios.swiglu.config import SwiGLUConfig
 from scenarios.swiglu.decomposition import INPUTS, swiglu_ledger
 from suite.core.errors import ConfigError
@@ -55,6 +56,7 @@ class SwiGLU(Scenario):
     limits = Tolerance(ceiling=per_dtype(1e-3, 2e-2))
     """The usual floor; a cap low as an elementwise op of two roundings has no long sum to excuse more."""
     inputs = INPUTS
+    training = SwiGLUBackward()
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
     size_axis = "cols"
