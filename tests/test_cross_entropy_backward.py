@@ -19,6 +19,8 @@ registry.discover()
 FAMILY = "cross_entropy"
 WIDE = {"tokens": 9, "vocab": 1001, "tile": 256}
 NARROW = {"tokens": 7, "vocab": 3, "tile": 32}
+PAST_TILE = {"tokens": 5, "vocab": 4099, "tile": 4096}
+"""One column past the tile: the online max and sum merge a chunk of one."""
 TINY = {"tokens": 4, "vocab": 5, "tile": 32}
 
 
@@ -34,7 +36,7 @@ def test_reference_agrees_with_finite_differences() -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_numba_cpu_backward_and_train(variant: str, dtype: str) -> None:
-    for params in (WIDE, NARROW):
+    for params in (WIDE, NARROW, PAST_TILE):
         for phase in (phases.BACKWARD, phases.TRAIN):
             out, ref, tol, _ = run_phase(FAMILY, "numba", variant, "cpu", phase, params, dtype)
             assert_close(out, ref, tol)

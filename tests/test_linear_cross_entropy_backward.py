@@ -21,6 +21,8 @@ registry.discover()
 FAMILY = "linear_cross_entropy"
 WIDE = ({"tokens": 9, "hidden": 33, "vocab": 1001, "chunk": 4, "tile": 256}, 0)
 NARROW = ({"tokens": 7, "hidden": 16, "vocab": 3, "chunk": 4, "tile": 32}, 3)
+ONE_EACH = ({"tokens": 5, "hidden": 64, "vocab": 100, "chunk": 2, "tile": 32}, 0)
+"""Chunks of 2, 2 and 1 tokens: the last chunk a single row."""
 TINY = ({"tokens": 4, "hidden": 3, "vocab": 5, "chunk": 2, "tile": 32}, 1)
 
 
@@ -34,7 +36,7 @@ def test_reference_agrees_with_finite_differences() -> None:
 
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
 def test_numba_cpu_backward_and_train(variant: str) -> None:
-    for params, seed in (WIDE, NARROW):
+    for params, seed in (WIDE, NARROW, ONE_EACH):
         for phase in (phases.BACKWARD, phases.TRAIN):
             out, ref, tol, _ = run_phase(FAMILY, "numba", variant, "cpu", phase, params, "float32", seed)
             assert_close(out, ref, tol)
