@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scenarios.cross_entropy.backward import CrossEntropyBackward
 from scenarios.cross_entropy.config import CrossEntropyConfig
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
@@ -93,6 +94,7 @@ class CrossEntropy(Scenario):
     15 GiB of host memory; `experiment=model_cross_entropy` runs it on its own."""
     limits = LIMITS
     inputs = ("logits", "targets")
+    training = CrossEntropyBackward()
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "vocab", "tile")
     size_axis = "vocab"

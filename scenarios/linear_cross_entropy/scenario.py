@@ -27,6 +27,7 @@ import numpy as np
 
 from scenarios.cross_entropy import make_targets, mean_loss
 from scenarios.cross_entropy.scenario import LIMITS, TARGET_BYTES
+from scenarios.linear_cross_entropy.backward import LinearCrossEntropyBackward
 from scenarios.linear_cross_entropy.config import LinearCrossEntropyConfig
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
@@ -94,6 +95,7 @@ class LinearCrossEntropy(Scenario):
     limits = Tolerance(LIMITS.floor, per_dtype(1e-3, 3e-2))
     """cross_entropy's floor; a higher half-precision ceiling: the logits are a GEMM's, rounded to storage."""
     inputs = ("hidden", "weight", "targets")
+    training = LinearCrossEntropyBackward()
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "hidden", "vocab", "chunk", "tile")
     size_axis = "tokens"
