@@ -98,7 +98,7 @@ def test_compare_matches_a_table_from_before_phases_as_forward_and_never_a_backw
     for name, frame in (("old", old), ("forward", as_forward), ("backward", backward)):
         (tmp_path / name).mkdir()
         frame.to_csv(tmp_path / name / "results.csv", index=False)
-    load = lambda name: store.load(tmp_path / name).results  # noqa: E731
+    load = lambda name: store.load(tmp_path / name).results
     matched, removed, added = compare_rows.match(load("old"), load("forward"))
     assert len(matched) == len(backward) and removed.empty and added.empty
     matched, removed, added = compare_rows.match(load("forward"), load("backward"))
