@@ -6,7 +6,9 @@ A backend writes two things per variant of a family that has a backward pass (`s
   tensors the variant keeps for the backward pass, which it allocates while it prepares and returns as
   `Pass.saved` (an input it keeps, such as x, is named there too: keeping it alive is part of the cost).
   `inputs` holds the upstream gradients as well, for a forward that folds the backward into its own pass
-  (fused cross-entropy writes the logits' gradient while it has the row).
+  (fused cross-entropy writes the logits' gradient while it has the row); such a forward takes a keyword
+  `grads`, handed the gradient buffers in the train phase (None in the backward phase, where the gradient it
+  writes is what it saved).
 - `backward(inputs, saved, grads, params, opts) -> Pass`: reads `saved` and the upstream gradient (`inputs`
   holds both the forward's inputs and `dy`) and writes every buffer of `grads` (dx, dweight, ...).
 
@@ -17,6 +19,7 @@ both as one call. Each reports in `Launch.saves` the bytes of what its forward k
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,11 +56,18 @@ def empty_like(a: Any) -> Any:
     return __import__(type(a).__module__.split(".")[0]).empty_like(a)
 
 
+def _forward(forward: Forward, inputs: dict, y: Any, params: dict, opts: dict, grads: Mapping | None) -> Pass:
+    """The forward, handed the gradient buffers where it takes them (a forward that writes a gradient itself)."""
+    if "grads" in inspect.signature(forward).parameters:
+        return forward(inputs, y, params, opts, grads=grads)  # type: ignore[call-arg]
+    return forward(inputs, y, params, opts)
+
+
 def backward_entry(
     forward: Forward, backward: Backward, upstream: tuple[str, ...], like: Callable[[Any], Any] = empty_like
 ) -> Callable[..., Launch]:
     def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
-        fwd = forward(inputs, like(inputs[upstream[0]]), params, opts)
+        fwd = _forward(forward, inputs, like(inputs[upstream[0]]), params, opts, None)
         fwd.run()  # the variant's own forward makes what its backward reads, outside the timed region
         bwd = backward(inputs, fwd.saved, out, params, opts)
         return Launch(bwd.run, notes={**fwd.notes, **bwd.notes}, saves=nbytes(fwd.saved))
@@ -68,7 +78,7 @@ def backward_entry(
 def train_entry(forward: Forward, backward: Backward) -> Callable[..., Launch]:
     def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
         grads = {name: buf for name, buf in out.items() if name != OUTPUT}
-        fwd = forward(inputs, out[OUTPUT], params, opts)
+        fwd = _forward(forward, inputs, out[OUTPUT], params, opts, grads)
         bwd = backward(inputs, fwd.saved, grads, params, opts)
         notes = {**fwd.notes, **bwd.notes}
 

@@ -111,13 +111,6 @@ def copy_rows(src, dst):  # type: ignore[no-untyped-def]
         dst[t, :] = src[t, :]
 
 
-class SavedGradient(dict):
-    """The fused forward's `saved`: {"dlogits": buffer}. `ran` says whether the forward has run yet: a backward
-    prepared before it ran (a training step) hands the forward the gradient's own buffer instead."""
-
-    ran = False
-
-
 def _arrays(inputs: dict[str, Any], y: np.ndarray) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     dtype = str(y.dtype)
     x, targets, dy = inputs["logits"], inputs["targets"], inputs["dy"]
@@ -129,30 +122,28 @@ def _arrays(inputs: dict[str, Any], y: np.ndarray) -> tuple[str, np.ndarray, np.
     return dtype, storage(x), targets, storage(dy), storage(y)
 
 
-def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
-    """Loss and gradient in one pass over the logits, then the mean; saves the gradient only."""
+def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict, grads: Any = None) -> Pass:
+    """Loss and gradient in one pass over the logits, then the mean; saves the gradient only. In a training step
+    (`grads` handed) the gradient goes straight into its output buffer."""
     dtype, x, targets, dy, out = _arrays(inputs, y)
     tile = min(int(params["tile"]), x.shape[1])
     losses, scratch = np.empty(x.shape[0], np.float32), per_thread(tile)
-    saved = SavedGradient(dlogits=np.empty_like(x))
-    rows = compiled(fused_rows_with_grad(dtype), x, targets, dy, losses, saved["dlogits"], tile, scratch)
+    dlogits = storage(grads["dlogits"]) if grads is not None else np.empty_like(x)
+    rows = compiled(fused_rows_with_grad(dtype), x, targets, dy, losses, dlogits, tile, scratch)
     mean = compiled(mean_kernel(dtype), losses, targets, out)
 
     def run() -> None:
-        rows(x, targets, dy, losses, saved["dlogits"], tile, scratch)
+        rows(x, targets, dy, losses, dlogits, tile, scratch)
         mean(losses, targets, out)
-        saved.ran = True
 
-    return Pass(run, saved)
+    return Pass(run, {"dlogits": dlogits})
 
 
 def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict, opts: dict) -> Pass:
-    """Nothing left to compute. Prepared before its forward ran (a training step), the forward writes into the
-    gradient's buffer and this launches nothing; after (the backward phase), one parallel copy of the saved
-    gradient into the output."""
+    """Nothing left to compute. In a training step the forward wrote the gradient into its output buffer and this
+    launches nothing; in the backward phase, one parallel copy of the saved gradient into the output."""
     dlogits = storage(grads["dlogits"])
-    if not getattr(saved, "ran", True):
-        saved["dlogits"] = dlogits
+    if np.shares_memory(saved["dlogits"], dlogits):
         return Pass(lambda: None, notes={"dlogits": "written by the forward's row pass"})
     src = saved["dlogits"]
     copy = compiled(copy_rows, src, dlogits)
