@@ -17,10 +17,9 @@ What each variant keeps for the backward (`saved`; n elements of s bytes):
 - eager: what torch autograd keeps for the chain as `backends.torch.elementwise_chain_training` writes it: scale
   and shift nothing, relu, tanh and sigmoid their output, square, silu and gelu their input — each tensor once,
   so x counts where the first op keeps its input and y where the last keeps its output.
-- compiled: what AOTAutograd's min-cut partitioner keeps (`compiled_saved`): x, from which the backward recomputes
-  the chain, and y where the last op is tanh or sigmoid (their derivative is written with the output, which the
-  forward writes anyway); y alone where that op is the only one with a derivative that is not constant; relu's
-  mask (n bytes of bool) alone where relu's are the only such ops.
+- compiled: what AOTAutograd's min-cut partitioner keeps (`compiled_saved`): y where the last op is tanh or
+  sigmoid, and x, from which the backward recomputes the chain — or relu's mask (n bytes of bool), where relu's
+  are the other ops whose derivative is not a constant. A mask is a write the forward adds (`forward_ledger`).
 
 Where a derivative is undefined, the backward does what torch does: relu's at 0 is 0 (threshold_backward keeps
 the gradient only where the output is > 0, so a NaN input passes it through).
@@ -167,10 +166,10 @@ class ChainBackward(Backward):
     def backward_ledger(self, scn: Scenario, params: Params, dtype: str) -> dict[str, VariantLedger]:
         """Unfused: per op, last first, read its saved input and the gradient, write the next gradient; `removed`
         holds the k-1 gradient intermediates fusion keeps in registers. The fused kernel also skips reading the
-        saved intermediates (n·s each): a read alone, which `removed` (a write and its read) cannot state, so
-        unfused − fused bytes = saved_bytes + n·s per saved intermediate read. Scale's and shift's kernels read
-        the gradient only (their derivative is a constant), and a fused chain of only those does not read x. Peaks: what is saved, dy and dx throughout, plus the
-        gradient intermediates alive at once."""
+        saved intermediates (n·s each): reads alone, which `removed` (a write and its read) cannot state, so
+        unfused − fused bytes = saved_bytes + the saved tensors unfused reads − x where fused reads it. Scale's
+        and shift's kernels read the gradient only (their derivative is a constant), and a fused chain of only
+        those does not read x. Peaks: what is saved, dy and dx throughout, plus the live gradient intermediates."""
         n, ops = params["n"], list(params["ops"])
         s = np.dtype(dtype).itemsize
         k, ns = len(ops), n * s
@@ -218,17 +217,16 @@ class ChainBackward(Backward):
 
 def compiled_saved(ops: list[str], n: int, s: int) -> dict[str, int]:
     """What torch.compile's AOTAutograd keeps for the chain, as its min-cut partitioner chose on torch 2.13 for
-    every pattern here (checked by tests/test_elementwise_chain_backward.py on one case): the cheapest tensors
-    from which the backward can recompute every derivative that is not a constant."""
+    each of 14 chains tried (tests/test_elementwise_chain_backward.py checks one): y where the last op is tanh
+    or sigmoid (their derivative is written with the output, which the forward writes anyway); then, for the
+    other ops whose derivative is not a constant, relu's mask (n bytes of bool) where they are all relu's, else
+    x, from which the backward recomputes the chain."""
     varying = [i for i, op in enumerate(ops) if op not in CONSTANT]
-    if not varying:
-        return {}
-    if all(ops[i] == "relu" for i in varying):
-        return {"mask": n}
-    out_last = ops[-1] in USES_OUTPUT
-    if out_last and varying == [len(ops) - 1]:
-        return {"y": n * s}
-    return {"x": n * s, **({"y": n * s} if out_last else {})}
+    out = {"y": n * s} if ops[-1] in USES_OUTPUT else {}
+    rest = [ops[i] for i in varying if not (out and i == len(ops) - 1)]
+    if rest:
+        out = {"mask": n} | out if all(op == "relu" for op in rest) else {"x": n * s} | out
+    return out
 
 
 def torch_saved(ops: list[str]) -> list[str]:
