@@ -4,8 +4,9 @@ What fusion means here is the choice between saving and recomputing. Unfused, th
 backward needs — x and each intermediate v_1 … v_(k-1), the input of an op, which its forward kernels already
 write — and the backward is one kernel per op, last op first, each reading its op's saved input and the running
 gradient and writing the next gradient (dy → g_(k-1) → … → dx), k-1 gradient intermediates in memory. Fused, the
-forward saves only x; one backward kernel reads x and dy once, recomputes the chain in float32 registers and
-applies each op's derivative in reverse, writing dx once. Per intermediate removed the backward reads n·s bytes
+forward saves only x; one backward kernel reads x and dy once, recomputes the chain in float32 (in registers,
+or a cache-resident strip for a chain of several transcendental ops) and applies each op's derivative in
+reverse, writing dx once. Per intermediate removed the backward reads n·s bytes
 less (its saved copy) and writes and reads n·s less (its gradient); the forward's write of it is priced in the
 forward's ledger. So the seed's ΔQ becomes 3·n·s per intermediate in a training step, and the memory held from
 forward to backward drops from k·n·s to n·s.
