@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.elementwise_chain.backward import ChainBackward
 from scenarios.elementwise_chain.config import ElementwiseChainConfig
 from scenarios.elementwise_chain.ops import ALL8, CHEAP4, FLOPS, OPS
 from suite.core.errors import ConfigError
@@ -48,6 +49,7 @@ class ElementwiseChain(Scenario):
     size_unit = "elements"
     config = ElementwiseChainConfig
     model_tour = "model_elementwise"
+    training = ChainBackward()
     captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},
