@@ -103,3 +103,18 @@ def test_compare_matches_a_table_from_before_phases_as_forward_and_never_a_backw
     assert len(matched) == len(backward) and removed.empty and added.empty
     matched, removed, added = compare_rows.match(load("forward"), load("backward"))
     assert matched.empty and len(removed) == len(added) == len(backward)
+
+
+def test_the_training_tour_plans_every_family_with_a_backward_in_the_train_phase(capsys) -> None:
+    from suite.cli import precheck, with_training_tour
+    from suite.core import phases
+    from suite.core import scenario as scenarios
+
+    families = [s for s in scenarios.discover().values() if phases.BACKWARD in phases.phases_of(s)]
+    assert {s.name for s in families} >= {"elementwise_chain", "rmsnorm", "cross_entropy", "linear_cross_entropy"}
+    assert all(s.train_tour for s in families if not s.name.startswith("toy"))
+    args = with_training_tour(["training"])
+    assert args[0] == "-m" and args[1] == "experiment=" + ",".join(scenarios.training_experiments())
+    checked = precheck(args)
+    assert len(checked.cases) == len(scenarios.training_experiments()) and all(checked.cases)
+    assert "no backward pass" not in capsys.readouterr().err

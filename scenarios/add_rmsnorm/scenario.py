@@ -56,6 +56,7 @@ class AddRMSNorm(RowNormalization):
     model_tour = "model_add_rmsnorm"
     inputs = INPUTS
     training = AddRMSNormBackward()
+    train_tour = "train_add_rmsnorm"
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.
         "S": {"rows": [33], "cols": [193, 781], "tile": [256]},

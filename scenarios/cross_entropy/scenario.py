@@ -95,6 +95,7 @@ class CrossEntropy(Scenario):
     limits = LIMITS
     inputs = ("logits", "targets")
     training = CrossEntropyBackward()
+    train_tour = "train_cross_entropy"
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "vocab", "tile")
     size_axis = "vocab"

@@ -50,6 +50,7 @@ class ElementwiseChain(Scenario):
     config = ElementwiseChainConfig
     model_tour = "model_elementwise"
     training = ChainBackward()
+    train_tour = "train_elementwise"
     captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},

@@ -96,6 +96,7 @@ class LinearCrossEntropy(Scenario):
     """cross_entropy's floor; a higher half-precision ceiling: the logits are a GEMM's, rounded to storage."""
     inputs = ("hidden", "weight", "targets")
     training = LinearCrossEntropyBackward()
+    train_tour = "train_linear_cross_entropy"
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "hidden", "vocab", "chunk", "tile")
     size_axis = "tokens"

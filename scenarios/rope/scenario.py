@@ -100,6 +100,7 @@ class Rope(Scenario):
     model_tour = "model_rope"
     limits = LIMITS
     training = RopeBackward()
+    train_tour = "train_rope"
     inputs = ("q", "k", "cos", "sin")
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")

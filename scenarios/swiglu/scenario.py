@@ -57,6 +57,7 @@ class SwiGLU(Scenario):
     """The usual floor; a cap low as an elementwise op of two roundings has no long sum to excuse more."""
     inputs = INPUTS
     training = SwiGLUBackward()
+    train_tour = "train_swiglu"
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
     size_axis = "cols"
