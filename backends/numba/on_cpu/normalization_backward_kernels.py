@@ -210,8 +210,9 @@ def column_sum(dtype: str) -> Any:
                 else:
                     for j in range(w):
                         t[j] += load(ar[j])
+            o = out[c0 : c0 + w]  # indexed from 0: `out[c0 + j]` may be negative to LLVM, and scatter
             for j in range(w):
-                out[c0 + j] = store(t[j])
+                o[j] = store(t[j])
 
     return colsum
 
