@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scenarios.normalization.backward import Float32, NormBackward
 from scenarios.normalization.config import LayerNormConfig, RMSNormConfig, SoftmaxConfig
 from scenarios.normalization.decomposition import DECOMPOSITIONS, ROW_STATS, normalization_ledger
 from suite.core.errors import ConfigError
@@ -122,6 +123,10 @@ def emulate(op: str, inputs: dict[str, np.ndarray], dtype: str) -> np.ndarray:
         out = _numpy_step(st.op, env[st.reads[0]], stat, env)
         env[st.writes] = out if st.writes in ROW_STATS else out.astype(dtype).astype(np.float32)
     return env["y"].astype(dtype)
+
+
+FLOAT32 = Float32(EPS, STAT_ULPS, _numpy_step, _lane_sum)
+"""The float32 numerics above, for the backward pass's tolerance (`backward`, which this module imports)."""
 
 
 class RowNormalization(Scenario):
@@ -227,6 +232,7 @@ class LayerNorm(RowNormalization):
     config = LayerNormConfig
     model_tour = "model_layernorm"
     inputs = ("x", "weight", "bias")
+    training = NormBackward("layernorm", FLOAT32)
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
         """A mean off by STAT_ULPS ulps of mean|x| shifts y by that · rstd · |weight|: with rows far from zero
@@ -250,6 +256,7 @@ class RMSNorm(RowNormalization):
     config = RMSNormConfig
     model_tour = "model_rmsnorm"
     inputs = ("x", "weight")
+    training = NormBackward("rmsnorm", FLOAT32)
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)
@@ -262,6 +269,7 @@ class Softmax(RowNormalization):
     config = SoftmaxConfig
     model_tour = "model_softmax"
     inputs = ("x",)
+    training = NormBackward("softmax", FLOAT32)
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)
