@@ -233,6 +233,7 @@ class LayerNorm(RowNormalization):
     model_tour = "model_layernorm"
     inputs = ("x", "weight", "bias")
     training = NormBackward("layernorm", FLOAT32)
+    train_tour = "train_layernorm"
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
         """A mean off by STAT_ULPS ulps of mean|x| shifts y by that · rstd · |weight|: with rows far from zero
@@ -257,6 +258,7 @@ class RMSNorm(RowNormalization):
     model_tour = "model_rmsnorm"
     inputs = ("x", "weight")
     training = NormBackward("rmsnorm", FLOAT32)
+    train_tour = "train_rmsnorm"
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)
@@ -270,6 +272,7 @@ class Softmax(RowNormalization):
     model_tour = "model_softmax"
     inputs = ("x",)
     training = NormBackward("softmax", FLOAT32)
+    train_tour = "train_softmax"
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)
