@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scenarios.cross_entropy import scenario as ce
+from scenarios.cross_entropy import constants as ce
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
 from suite.core.phases import BACKWARD, Backward

@@ -21,16 +21,13 @@ import numpy as np
 
 from scenarios.cross_entropy.backward import CrossEntropyBackward
 from scenarios.cross_entropy.config import CrossEntropyConfig
+from scenarios.cross_entropy.constants import IGNORE_INDEX, LOSS_BYTES, TARGET_BYTES
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.scenario import Params, Scenario, register
 from suite.core.tolerances import Tolerance, per_dtype
 
-IGNORE_INDEX = -100
-TARGET_BYTES = 8
-LOSS_BYTES = 4
-"""Per-token losses are float32 in every variant."""
 TILE_MIN, TILE_MAX = 32, 16384
 OFFSET = 100.0
 """Odd rows are shifted by +100: exp(103) overflows float32, so only a kernel that subtracts the max survives."""

@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from scenarios.cross_entropy.backward import emulated_unfused, softmax_grad
-from scenarios.cross_entropy.scenario import LOSS_BYTES, TARGET_BYTES
-from scenarios.linear_cross_entropy import scenario as lce
+from scenarios.cross_entropy.constants import LOSS_BYTES, TARGET_BYTES
+from scenarios.linear_cross_entropy import chunks as lce
 from suite.core.ledger import KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
 from suite.core.phases import Backward

@@ -28,6 +28,7 @@ import numpy as np
 from scenarios.cross_entropy import make_targets, mean_loss
 from scenarios.cross_entropy.scenario import LIMITS, TARGET_BYTES
 from scenarios.linear_cross_entropy.backward import LinearCrossEntropyBackward
+from scenarios.linear_cross_entropy.chunks import chunks
 from scenarios.linear_cross_entropy.config import LinearCrossEntropyConfig
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
@@ -37,11 +38,6 @@ from suite.core.tolerances import Tolerance, per_dtype
 
 LOSS_BYTES = 4
 TILE_MIN, TILE_MAX = 32, 16384
-
-
-def chunks(tokens: int, chunk: int) -> list[tuple[int, int]]:
-    """The [start, stop) token ranges of the fused variant, the last one ragged."""
-    return [(start, min(start + chunk, tokens)) for start in range(0, tokens, chunk)]
 
 
 def liger_chunk(tokens: int, hidden: int, vocab: int) -> int:
