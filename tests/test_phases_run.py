@@ -118,3 +118,24 @@ def test_the_training_tour_plans_every_family_with_a_backward_in_the_train_phase
     checked = precheck(args)
     assert len(checked.cases) == len(scenarios.training_experiments()) and all(checked.cases)
     assert "no backward pass" not in capsys.readouterr().err
+
+
+def test_peers_compare_each_output_against_its_own_tolerance() -> None:
+    """A dweight that differs between two kernels by 8e-4, within its tolerance of 4e-3 but above dx's of 2e-4,
+    is no disagreement; the same difference in dx is one, and says which output."""
+    import numpy as np
+
+    from suite.run.measure import peers
+    from suite.run.stages import Availability, Check, Stages
+
+    def found(dw_off: float, dx_off: float) -> dict:
+        outs = {"dx": np.linspace(1, 2, 64), "dw": np.linspace(1, 2, 64)}
+        notes = {"outputs": {"dx": {"tolerance": 2e-4}, "dw": {"tolerance": 4e-3}}}
+        other = {"dx": outs["dx"] * (1 + dx_off), "dw": outs["dw"] * (1 + dw_off)}
+        make = lambda out: Stages(Availability("native"), check=Check("ok", out=out, tolerance=2e-4, notes=notes))
+        return {"a": make(outs), "b": make(other)}
+
+    calm = peers(found(8e-4, 0.0))
+    assert all(s.peer.status == "" for s in calm.values()) and calm["a"].peer.peer_err > 7e-4
+    off = peers(found(0.0, 8e-4))
+    assert off["a"].peer.status == "mismatch" and off["a"].peer.reason.startswith("dx differs")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.core import fusion
+from suite.core import fusion, numerics
 from suite.core.registry import KernelKey
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
@@ -51,18 +51,33 @@ def peers(found: Found, seed: int = 0) -> Found:
     Both sides passed the reference check, so a difference beyond twice the tolerance means they disagree
     where the reference cannot arbitrate (for instance, both wrong in different ways within the floor). Outputs
     larger than PEER_SAMPLE are compared on the same seeded sample of elements, the first and last included.
+    A case of several outputs (a backward's dx and dweight) is compared output by output, each against its own
+    tolerance; the row keeps the difference of the output closest to (or furthest past) twice its tolerance.
     """
     good = {k: s.check for k, s in found.items() if s.ok and s.check is not None and s.check.out is not None}
     views = {k: outputs.each(c.out, lambda a: _sample(np.asarray(a), seed)) for k, c in good.items()}
     out = dict(found)
     for k, a in good.items():
-        errs = [outputs.rel_err(views[k], views[j]) for j, b in good.items() if j != k and a.run_params == b.run_params]
-        worst = max(errs) if errs else None
-        peer = Peer(worst)
-        if worst is not None and a.tolerance and worst > 2 * a.tolerance:
-            peer = Peer(worst, "mismatch", f"differs from another implementation by {worst:.3g} (> 2×tolerance)")
+        others = [views[j] for j, b in good.items() if j != k and a.run_params == b.run_params]
+        diffs = [(name, numerics.rel_err(mine, theirs[name] if name else theirs), tol) for name, mine, tol in _named(views[k], a)
+                 for theirs in others]  # fmt: skip
+        worst = max(diffs, key=lambda d: d[1] / d[2] if d[2] else d[1], default=None)
+        peer = Peer(worst[1] if worst else None)
+        if worst is not None and worst[2] and worst[1] > 2 * worst[2]:
+            what = f"{worst[0]} " if worst[0] else ""
+            said = f"{what}differs from another implementation by {worst[1]:.3g} (> 2×tolerance)"
+            peer = Peer(worst[1], "mismatch", said)
         out[k] = replace(found[k], peer=peer)
     return out
+
+
+def _named(view: Any, check: Any) -> list[tuple[str, Any, float]]:
+    """(name, sample, tolerance) of each output: one, unnamed, with the row's tolerance; or a mapping's, each
+    with its own (`extra.outputs`, written by the check)."""
+    if not isinstance(view, Mapping):
+        return [("", view, check.tolerance or 0.0)]
+    per = check.notes.get("outputs", {})
+    return [(name, a, per.get(name, {}).get("tolerance", check.tolerance or 0.0)) for name, a in view.items()]
 
 
 def timed(
