@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -229,72 +229,6 @@ def exit_for(result: Result, strict: bool) -> None:
         sys.exit(code)
 
 
-def list_kernels() -> None:
-    """Print, per scenario, backend and device, the variants it has kernels for and how they run here; then
-    every backend module and family that failed to load, with its error; then the backends' options. Without a
-    terminal (a pipe, a file, CI) the lines are not wrapped, one row a line."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from suite.core import registry, targets
-
-    targets.configure_emulation(True)
-    reg = registry.discover()
-    table = Table(title="fusebench kernels on this machine (variants without a kernel are not listed)")
-    for col in ("scenario", "backend", "device", "mode", "variants", "phases", "reason"):
-        table.add_column(col)
-    for name, scn in sorted(scenarios.discover().items()):
-        for backend in reg.backends():
-            for device in sorted(d for b, d in targets.TARGETS if b == backend):
-                has = [v for v in scn.variants if reg.get(registry.KernelKey(name, backend, v, device)) is not None]
-                if has:
-                    avail = targets.TARGETS[(backend, device)].probe()
-                    staged = _phases(reg, name, backend, device, scn.variants)
-                    table.add_row(name, backend, device, avail.mode, ", ".join(has), staged, avail.reason)
-    console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000)
-    console.print(table)
-    failed = Table(title="failed to load (left out of every run; a run that names one says why)")
-    for col in ("kind", "name", "error"):
-        failed.add_column(col)
-    for kind, errors in (("backend", reg.load_errors), ("scenario", scenarios.LOAD_ERRORS)):
-        for what, why in sorted(errors.items()):
-            failed.add_row(kind, what, why)
-    if failed.row_count:
-        console.print(failed)
-    console.print(options_table())
-
-
-def _phases(reg: Any, name: str, backend: str, device: str, variants: tuple[str, ...]) -> str:
-    """The phases the backend has kernels for on `device`, each with the variants it lacks there, if any:
-    'forward, backward (no library), train (no library)'."""
-    from suite.core import phases, registry
-
-    out = []
-    for phase in phases.PHASES:
-        has = [v for v in variants if reg.get(registry.KernelKey(name, backend, v, device, phase)) is not None]
-        forward = [v for v in variants if reg.get(registry.KernelKey(name, backend, v, device)) is not None]
-        if has:
-            lacking = [v for v in forward if v not in has]
-            out.append(phase + (f" (no {', '.join(lacking)})" if lacking else ""))
-    return ", ".join(out)
-
-
-def options_table() -> Any:
-    """Every registered backend's options: `backend_options.<backend>.<option>`, valid values, default, meaning."""
-    from rich.table import Table
-
-    from suite.core.backend import BACKENDS
-
-    table = Table(title="backend_options (python -m suite backend_options.<backend>.<option>=<value>)")
-    for col in ("backend", "option", "valid", "default", "meaning"):
-        table.add_column(col)
-    for name, backend in sorted(BACKENDS.items()):
-        for option in backend.schema():
-            default = "per kernel" if option.default is None else str(option.default)
-            table.add_row(name, option.name, option.describe(), default, option.help)
-    return table
-
-
 def _over_runs(command: str, argv: list[str]) -> int:
     """`compare` and `report` read finished runs only: no Hydra, no kernels; bad input is one line, exit 2."""
     if command == "compare":
@@ -320,6 +254,8 @@ def _over_runs(command: str, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     args = with_training_tour(with_model_tour(open_options(sys.argv[1:] if argv is None else argv))) or list(TOUR)
     if args[:1] == ["list"]:
+        from suite.listing import list_kernels
+
         list_kernels()
         return
     if args[:1] in (["compare"], ["report"], ["noise"]):

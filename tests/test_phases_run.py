@@ -139,3 +139,15 @@ def test_peers_compare_each_output_against_its_own_tolerance() -> None:
     assert all(s.peer.status == "" for s in calm.values()) and calm["a"].peer.peer_err > 7e-4
     off = peers(found(0.0, 8e-4))
     assert off["a"].peer.status == "mismatch" and off["a"].peer.reason.startswith("dx differs")
+
+
+def test_the_list_names_each_backends_phases(capsys) -> None:
+    from suite import listing
+
+    listing.list_kernels()
+    lines = capsys.readouterr().out.splitlines()
+    row = lambda family, backend: next(
+        ln for ln in lines if f" {family} " in ln and f" {backend} " in ln and " cpu " in ln
+    )
+    assert "forward, backward, train" in row("rmsnorm", "numba")
+    assert "forward" in row("attention", "numba") and "backward" not in row("attention", "numba")

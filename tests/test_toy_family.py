@@ -96,12 +96,12 @@ def test_entry_point_families_load_once_and_a_broken_one_is_recorded(monkeypatch
 def test_the_family_is_listed_joins_the_model_tour_and_the_gpu_checks_plan(tmp_path: Path, capsys) -> None:
     """What the suite derives from the registry takes the plug-in in: `suite list`, the model tour (it declares
     `model_tour` and stores that experiment) and the GPU check's plan."""
-    from suite import cli
+    from suite import cli, listing
     from suite.core import scenario
     from suite.gpu_check import plan
     from suite.run import validate
 
-    cli.list_kernels()
+    listing.list_kernels()
     rows = [[cell.strip() for cell in line.split("│")][1:5] for line in capsys.readouterr().out.splitlines()]
     assert [toy.NAME, "toy", "cpu", "native"] in rows
 
