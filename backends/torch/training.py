@@ -83,7 +83,10 @@ def _entry(forward: ForwardFn, wrt: tuple[str, ...], upstream: tuple[str, ...], 
             with on_stream(), torch.enable_grad():
                 return fn(**leaves)
 
-        with saved.hooks():
+        # The backward phase differentiates one forward again and again (retain_graph), which a compiled backward
+        # whose buffers AOTAutograd donated refuses: compiled for this phase, it donates none.
+        donated = torch._functorch.config.patch(donated_buffer=phase != BACKWARD)
+        with saved.hooks(), donated:
             held["y"] = forward_pass()  # backward: the one forward it differentiates; train: the first call's
 
         def backward_pass(y: torch.Tensor) -> None:
