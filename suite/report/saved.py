@@ -36,7 +36,7 @@ def section(rows: pd.DataFrame) -> str | None:
             more = sorted(set(kept["fused"]) - set(kept["unfused"]))
             said = f"{', '.join(gone)}" if gone else "nothing"
             lines.append(
-                f"- {series}, {fmt_size(size)}, {impl} {dtype}: fused stops keeping {said}"
+                f"- {series}, {case['size_axis'].iloc[0]} = {fmt_size(size)}, {impl} {dtype}: fused stops keeping {said}"
                 + (f" and keeps {', '.join(more)} instead" if more else "")
                 + f" ({_mib(_sum(kept['unfused']))} → {_mib(_sum(kept['fused']))} MiB)"
             )
