@@ -13,7 +13,9 @@ A backend writes two things per variant of a family that has a backward pass (`s
   holds both the forward's inputs and `dy`) and writes every buffer of `grads` (dx, dweight, ...).
 
 `training(...)` registers from them the `backward` entry — which runs the variant's own forward once while it
-prepares, outside the timed region, and launches only the backward — and the `train` entry, which launches
+prepares, outside the timed region, and launches only the backward (the kernels it records for the resource
+report are the backward's; on a target that only compiles, every backward kernel is built before the forward's
+launch refuses) — and the `train` entry, which launches
 both as one call. Each reports in `Launch.saves` the bytes of what its forward kept.
 """
 
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from suite.core import kernelspec
 from suite.core.phases import BACKWARD, OUTPUT, TRAIN
 from suite.core.registry import Launch, kernel
 
@@ -67,9 +70,10 @@ def backward_entry(
     forward: Forward, backward: Backward, upstream: tuple[str, ...], like: Callable[[Any], Any] = empty_like
 ) -> Callable[..., Launch]:
     def entry(inputs: dict[str, Any], out: Mapping[str, Any], params: dict, opts: dict) -> Launch:
-        fwd = _forward(forward, inputs, like(inputs[upstream[0]]), params, opts, None)
-        fwd.run()  # the variant's own forward makes what its backward reads, outside the timed region
-        bwd = backward(inputs, fwd.saved, out, params, opts)
+        with kernelspec.recording([]):  # the row's resources are its backward kernels', not the forward's
+            fwd = _forward(forward, inputs, like(inputs[upstream[0]]), params, opts, None)
+        bwd = backward(inputs, fwd.saved, out, params, opts)  # every backward kernel built and on record ...
+        fwd.run()  # ... before the forward runs (refused where the target only compiles), outside the timed region
         return Launch(bwd.run, notes={**fwd.notes, **bwd.notes}, saves=nbytes(fwd.saved))
 
     return entry
