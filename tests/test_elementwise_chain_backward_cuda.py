@@ -48,7 +48,7 @@ def _own_error(params: dict, dtype: str, phase: str) -> float:
 @pytest.mark.emulated
 @pytest.mark.parametrize("phase", ["backward", "train"])
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
-@pytest.mark.parametrize("backend", ["triton"])
+@pytest.mark.parametrize("backend", ["triton", "numba"])
 @pytest.mark.parametrize(("ops", "n", "dtype"), CASES, ids=lambda c: "+".join(c) if isinstance(c, list) else str(c))
 def test_cuda_backward_matches_reference(backend: str, variant: str, phase: str, ops: list, n: int, dtype: str) -> None:
     params = {"n": n, "ops": ops}
@@ -58,3 +58,41 @@ def test_cuda_backward_matches_reference(backend: str, variant: str, phase: str,
     assert rel_err(out["dx"], ref["dx"]) <= max(4 * _own_error(params, dtype, phase), floor)
     assert all(a.dtype == np.dtype(dtype) for a in out.values())
     assert launch.saves == phases.phased(scenarios.get(FAMILY), phase).saved(params, dtype)[variant]
+
+
+@pytest.mark.emulated
+@pytest.mark.parametrize("backend", ["triton", "numba"])
+def test_relu_at_its_kink_is_torchs(backend: str) -> None:
+    """relu's derivative at 0 (and -0) is torch's threshold_backward's 0, and a NaN input passes the gradient."""
+    v = np.array([0.0, -0.0, 1.0, -1.0, np.nan], np.float32)
+    g = np.full(5, 0.75, np.float32)
+    if backend == "triton":
+        import torch
+
+        from backends.triton.elementwise_chain_backward import _grad_kernel
+        from backends.triton.ops import codes
+
+        dx_t = torch.empty(5)
+        _grad_kernel[(1,)](torch.tensor(v), torch.tensor(g), dx_t, 5, CHAIN=codes(["relu"]), READS_X=True, BLOCK=16)
+        dx = dx_t.numpy()
+    else:
+        from numba import cuda
+
+        from backends.numba.on_cuda.elementwise_chain_backward import _grad_kernel
+
+        out = cuda.to_device(np.full(5, np.nan, np.float32))
+        _grad_kernel(("relu",))[1, 32](cuda.to_device(v), cuda.to_device(g), out)
+        dx = out.copy_to_host()
+    np.testing.assert_array_equal(dx, np.array([0.0, 0.0, 0.75, 0.0, 0.75], np.float32))
+
+
+def test_constant_derivatives_do_not_read_x() -> None:
+    """The ledger's fused kernel of scale and shift reads dy alone, as does each such op's unfused kernel: the
+    generated CuPy and Numba CUDA sources do not load x for them, and do for a chain with any other op."""
+    from backends.cupy.elementwise_chain_backward import grad_body
+    from backends.numba.on_cuda.elementwise_chain_backward import _lines
+
+    for ops in (("scale",), ("shift",), tuple(CONSTANT)):
+        assert "x + i" not in grad_body(ops) and "(x[i])" not in "\n".join(_lines(ops)), ops
+    for ops in (("relu",), ("scale", "tanh")):
+        assert "load(x + i)" in grad_body(ops) and "(x[i])" in "\n".join(_lines(ops)), ops
