@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scenarios.cross_entropy import IGNORE_INDEX
-from suite.core import phases
+from suite.core import kernelspec, phases
 from suite.core import scenario as scenarios
 from tests.training_support import assert_close, run_phase
 
@@ -43,12 +43,16 @@ def test_cases_hold_ignored_rows() -> None:
 
 @pytest.mark.parametrize(("backend", "variant", "dtype"), CASES)
 def test_backward_and_train(backend: str, variant: str, dtype: str) -> None:
-    """Both phases on each shape; a fused training step's forward writes the gradient's own buffer (no backward
-    launch), where the backward phase copies the gradient its forward saved."""
+    """Both phases on each shape, with the kernels the ledger counts (a backward entry records only its backward's);
+    a fused training step's forward writes the gradient's own buffer (no backward launch), where the backward
+    phase copies the gradient its forward saved."""
     for params in SHAPES[dtype]:
         for phase in (phases.BACKWARD, phases.TRAIN):
-            out, ref, tol, launch = run_phase(FAMILY, backend, variant, "cuda", phase, params, dtype)
+            with kernelspec.recording() as specs:
+                out, ref, tol, launch = run_phase(FAMILY, backend, variant, "cuda", phase, params, dtype)
             assert_close(out, ref, tol)
+            ledger = phases.phased(scenarios.get(FAMILY), phase).ledger(params, dtype)[variant]
+            assert len(specs) == ledger.launches, (phase, [spec.name for spec in specs], ledger.launches)
             assert dict(launch.saves) == _saved_model(params, dtype, variant), (phase, launch.saves)
             if variant == "fused":
                 how = "written by the forward" if phase == phases.TRAIN else "copied"
