@@ -14,7 +14,7 @@ its gather and mean; logp kept. Unfused backward: g for every token from logp in
 same row kernel, lse off), then the two GEMMs over all of it.
 
 The row kernel needs the batch's count of counted tokens (the mean's divisor); each program counts the targets
-itself in blocks of 1024 (T·8 bytes, L2-resident after the first program) rather than a kernel of its own, so
+itself, a few targets a thread at a step (T·8 bytes, L2-resident after the first program) rather than a kernel of its own, so
 the launches are the ledger's. Storage in the case's dtype, compute in float32. The float32 scratch of a
 float16 case is written by cuBLAS's mixed GEMM (`torch.mm(..., out_dtype=float32)`, CUDA only); on the
 interpreter's CPU tensors the operands are widened first, which gives the same sums.
@@ -37,7 +37,10 @@ from suite.kit.launch import chunk_columns
 from suite.kit.launch_shape import chosen_by, launch_notes
 from suite.kit.training import Pass, training
 
-ADD_BLOCK = 1024
+ADD_BLOCK, ADD_WARPS = 1024, 4
+"""dweight's add: the elementwise tutorial's block and warps, 8 elements a thread."""
+COUNT_ITEMS = 4
+"""Targets a thread loads per step of a gradient program's count (the block is 32·num_warps·COUNT_ITEMS)."""
 
 
 @triton.jit
@@ -101,14 +104,18 @@ def _add_into(total_ptr, term_ptr, n, BLOCK: tl.constexpr):
 
 
 def _steps(launches: list[tuple], warps: int) -> list[tuple]:
-    """Compile every Triton launch now (a no-op in the interpreter) and record it for the resource report."""
-    for fn, grid, args, const in launches:
-        record_triton(fn, args, const, warps, compiled=fn.warmup(*args, num_warps=warps, grid=grid, **const))
-    return launches
+    """Compile every Triton launch (fn, grid, args, constexprs[, its own num_warps], else `warps`) now (a no-op in
+    the interpreter) and record it for the resource report."""
+    steps = []
+    for fn, grid, args, const, *own in launches:
+        n = own[0] if own else warps
+        record_triton(fn, args, const, n, compiled=fn.warmup(*args, num_warps=n, grid=grid, **const))
+        steps.append((fn, grid, args, const, n))
+    return steps
 
 
-def _run(launch: tuple, warps: int) -> None:
-    fn, grid, args, const = launch
+def _run(launch: tuple) -> None:
+    fn, grid, args, const, warps = launch
     fn[grid](*args, num_warps=warps, **const)
 
 
@@ -152,8 +159,8 @@ def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> P
         with on_stream():
             for x, part, rows in steps:
                 torch.matmul(x, w, out=part)
-                _run(rows, warps)
-            _run(mean, warps)
+                _run(rows)
+            _run(mean)
 
     notes = _notes(tile, warps, tokens, opts, 2 * len(steps) + 1, chunk=min(chunk, tokens))
     return Pass(run, {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}, notes)
@@ -168,7 +175,7 @@ def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict,
     spans = chunks(tokens, chunk)
     logits = torch.empty(min(chunk, tokens), vocab, dtype=h.dtype, device=h.device)
     term = torch.empty(dw.shape, dtype=torch.float32, device=dw.device) if len(spans) > 1 else None
-    const = {"HAS_LSE": True, "TILE": tile, "BLOCK": MEAN_BLOCK}
+    const = {"HAS_LSE": True, "TILE": tile, "BLOCK": 32 * warps * COUNT_ITEMS}
     work = []
     for i, (a, b) in enumerate(spans):
         g = logits[: b - a]
@@ -176,7 +183,8 @@ def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict,
         launches = [(_grad_rows, (b - a,), grad_args, const)]
         if i:
             add_args = (dw, term, dw.numel())
-            launches.append((_add_into, (triton.cdiv(dw.numel(), ADD_BLOCK),), add_args, {"BLOCK": ADD_BLOCK}))
+            grid = (triton.cdiv(dw.numel(), ADD_BLOCK),)
+            launches.append((_add_into, grid, add_args, {"BLOCK": ADD_BLOCK}, ADD_WARPS))
         work.append((i, h[a:b], g, dh[a:b], _steps(launches, warps)))
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
@@ -184,13 +192,13 @@ def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict,
         with on_stream():
             for i, x, g, rows, launches in work:
                 torch.matmul(x, w, out=g)
-                _run(launches[0], warps)
+                _run(launches[0])
                 torch.matmul(g, w.T, out=rows)
                 if i == 0:
                     torch.matmul(x.T, g, out=dw)
                 else:
                     _gemm_float32(x.T, g, term)
-                    _run(launches[1], warps)
+                    _run(launches[1])
 
     launches = sum(4 + (i > 0) for i in range(len(spans)))
     return Pass(run, notes=_notes(tile, warps, tokens, opts, launches, chunks=len(spans)))
@@ -222,7 +230,7 @@ def unfused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) ->
         with on_stream():
             torch.matmul(h, w, out=logp)
             for launch in launches:
-                _run(launch, warps)
+                _run(launch)
 
     return Pass(run, {"hidden": h, "weight": w, "targets": targets, "logp": logp}, _notes(tile, warps, tokens, opts, 4))
 
@@ -235,12 +243,14 @@ def unfused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dic
     tile, warps = _settings(vocab, params, opts)
     g = torch.empty_like(logp)
     args = (logp, g, targets, targets, None, dy, tokens, vocab)
-    (grad,) = _steps([(_grad_rows, (tokens,), args, {"HAS_LSE": False, "TILE": tile, "BLOCK": MEAN_BLOCK})], warps)
+    (grad,) = _steps(
+        [(_grad_rows, (tokens,), args, {"HAS_LSE": False, "TILE": tile, "BLOCK": 32 * warps * COUNT_ITEMS})], warps
+    )
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def run() -> None:
         with on_stream():
-            _run(grad, warps)
+            _run(grad)
             torch.matmul(g, w.T, out=dh)
             torch.matmul(h.T, g, out=dw)
 
