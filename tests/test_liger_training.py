@@ -4,7 +4,8 @@ Rope, cross-entropy and linear cross-entropy run there: their gradients (and, in
 the float64 references on odd shapes with ignored tokens and KV heads fewer than heads, float32 and float16;
 what each forward keeps (Liger's own saved tensors); and that launching a row again gives the same answer, since
 Liger's backward kernels work in place. Its SwiGLU and fused add + RMSNorm kernels cannot run in the interpreter
-and say so as `Unsupported`.
+and say so as `Unsupported`; a test here teaches the interpreter the two things they need (below), so that the
+suite's direct launches of them, argument by argument, are checked without a GPU too.
 """
 
 from __future__ import annotations
@@ -135,3 +136,65 @@ def test_what_liger_cannot_run_here_is_unsupported_with_its_reason(
     _emulated()
     with pytest.raises(registry.Unsupported, match=reason):
         run_phase(family, "liger", "library", "cuda", phase, params, "float32")
+
+
+if not missing("triton"):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _rsqrt(x):
+        """libdevice's rsqrt, which the interpreter lacks (a jit function sees triton.language as a global)."""
+        return 1.0 / tl.sqrt(x)
+
+
+@pytest.fixture
+def taught_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's interpreter, for this test only, taught what Liger's SwiGLU and RMSNorm kernels need of a GPU: a
+    float argument as a float32 scalar tensor (as a compiled launch passes it; the interpreter keeps a Python
+    float, on which the kernels' `gate_multiplier.to(tl.float32)` and `eps.to(...)` fail), and libdevice's rsqrt
+    (None there) as 1/sqrt. The rows' `Unsupported` guard is lifted for it."""
+    import liger_kernel.ops.fused_add_rms_norm as liger_norm
+    import triton.language as tl
+    import triton.runtime.interpreter as interpreter
+
+    import backends.liger.add_rmsnorm
+    import backends.liger.add_rmsnorm_training
+    import backends.liger.swiglu
+    import backends.liger.swiglu_training
+
+    convert = interpreter._implicit_cvt
+
+    def float32_scalars(arg):
+        if isinstance(arg, float):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return convert(arg)
+
+    monkeypatch.setattr(interpreter, "_implicit_cvt", float32_scalars)
+    monkeypatch.setattr(liger_norm, "rsqrt", _rsqrt)
+    for module in (
+        backends.liger.swiglu,
+        backends.liger.swiglu_training,
+        backends.liger.add_rmsnorm,
+        backends.liger.add_rmsnorm_training,
+    ):
+        monkeypatch.setattr(module, "needs_gpu", lambda what: None)
+
+
+@pytest.mark.emulated
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize(("family", "params"), [
+    ("swiglu", {"rows": 7, "cols": 193}),
+    ("add_rmsnorm", {"rows": 7, "cols": 193, "tile": 64}),
+])  # fmt: skip
+def test_swiglu_and_add_rmsnorm_in_a_taught_interpreter(
+    family: str, params: dict, phase: str, taught_interpreter: None
+) -> None:
+    """Both gradients (dresidual the copy of dx, published) and, in train, the output; what each keeps is what the
+    suite's fused variant keeps (a and b; h, rstd and γ). The RMSNorm backward runs as one program here (a CPU
+    has no SMs to count), walking every row."""
+    _emulated()
+    for dtype in ("float32", "float16"):
+        out, ref, tol, launch = run_phase(family, "liger", "library", "cuda", phase, params, dtype)
+        assert_close(out, ref, tol)
+        assert dict(launch.saves) == _saved_model(family, params, dtype)["fused"]
