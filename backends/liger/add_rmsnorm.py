@@ -21,6 +21,15 @@ from suite.core.registry import Launcher, kernel
 @kernel(scenario="add_rmsnorm", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
     needs_gpu("fused add + RMSNorm")
+    x = inputs["x"]
+    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    return launcher(inputs, out, rstd, opts)
+
+
+def launcher(inputs: dict[str, Any], out: torch.Tensor, rstd: torch.Tensor, opts: dict) -> Launcher:
+    """Liger's forward kernel writing h into out[0], y into out[1] and each row's rstd into `rstd` (float32, one
+    a row): the forward row's launch, and the forward of a training step that keeps rstd
+    (`backends.liger.add_rmsnorm_training`)."""
     from liger_kernel.ops import fused_add_rms_norm as liger
     from liger_kernel.ops.utils import calculate_settings
 
@@ -28,7 +37,6 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     h, y = out[0], out[1]
     rows, cols = x.shape
     block, warps = calculate_settings(cols)
-    rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
     mode = liger._str_to_casting_mode["llama"]
     mode = getattr(mode, "value", mode)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
