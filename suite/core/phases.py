@@ -15,12 +15,15 @@ against one that saved it, which is the comparison that decides a training run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from suite.core.errors import ConfigError
 from suite.core.ledger import VariantLedger
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from suite.core.scenario import Params, Scenario
@@ -89,7 +92,19 @@ class Backward:
         if phase == BACKWARD:
             return backward
         forward = self.forward_ledger(scn, params, dtype)
-        return {v: train_ledger(forward[v], lg) for v, lg in backward.items() if v in forward}
+        return {v: train_ledger(found, lg) for v, lg in backward.items() if (found := modeled(forward, *_split(v)))}
+
+
+def modeled(found: Mapping[str, T], backend: str, variant: str) -> T | None:
+    """A family model's entry for one implementation: `backend/variant` where the model tells one backend's apart
+    (Liger's `library` keeps and moves other tensors than torch's), else the variant's."""
+    return found.get(f"{backend}/{variant}", found.get(variant))
+
+
+def _split(key: str) -> tuple[str, str]:
+    """(backend, variant) of a model's key: `liger/library`, or a bare variant (any backend)."""
+    backend, _, variant = key.rpartition("/")
+    return backend, variant
 
 
 def train_ledger(forward: VariantLedger, backward: VariantLedger) -> VariantLedger:

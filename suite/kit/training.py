@@ -85,6 +85,8 @@ def train_entry(forward: Forward, backward: Backward) -> Callable[..., Launch]:
         fwd = _forward(forward, inputs, out[OUTPUT], params, opts, grads)
         bwd = backward(inputs, fwd.saved, grads, params, opts)
         notes = {**fwd.notes, **bwd.notes}
+        if "launch" in fwd.notes and "launch" in bwd.notes:  # a step launches both: neither hides the other
+            notes["forward_launch"] = fwd.notes["launch"]
 
         def step() -> None:
             fwd.run()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from suite.core import phases
 from suite.core.row import Row
 from suite.core.scenario import Scenario
 from suite.core.targets import NATIVE
@@ -49,7 +50,7 @@ def execute(
     ledgers = scn.ledger(job.params, job.dtype) if keys else {}
     found: measure.Found = {}
     for key in keys:
-        lg = ledgers.get(key.variant)
+        lg = phases.modeled(ledgers, key.backend, key.variant)
         stages = Stages(build.availability(key, job), Ledger.of(lg, key.device) if lg and key.device else None)
         if stages.availability.runs:
             notify((key.backend, key.device, key.variant))

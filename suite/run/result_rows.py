@@ -11,6 +11,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
+from suite.core import phases
 from suite.core.backend import BACKENDS
 from suite.core.registry import KernelKey
 from suite.core.row import COLUMNS, Row, params_json
@@ -105,7 +106,7 @@ def assemble(key: KernelKey, case: Case, stages: Stages) -> Row:
         variant=key.variant,
         phase=key.phase,
         saved_bytes=sum(extra["saved"].values()) if isinstance(extra.get("saved"), dict) else None,
-        saved_bytes_modeled=case.saved.get(key.variant),
+        saved_bytes_modeled=phases.modeled(case.saved, key.backend, key.variant),
         status=status,
         reason=reason,
         mode=mode,
