@@ -45,7 +45,7 @@ def test_shapes_cover_the_partials() -> None:
 @pytest.mark.emulated
 @pytest.mark.parametrize("phase", [BACKWARD, TRAIN])
 @pytest.mark.parametrize("variant", ["fused", "unfused"])
-@pytest.mark.parametrize("backend", ["triton"])
+@pytest.mark.parametrize("backend", ["triton", "numba"])
 def test_awkward_shapes(backend: str, variant: str, phase: str) -> None:
     for shape in SHAPES:
         check(backend, variant, phase, shape, "float32")
