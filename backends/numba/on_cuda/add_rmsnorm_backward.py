@@ -50,8 +50,12 @@ SCALE_BACKWARD = Step("scale backward", "scale", ("dy1", "weight"), "dhhat", 1)
 
 @functools.cache
 def _dispatcher(name: str, block: int, threads: int) -> Any:
-    """The `cuda.jit` dispatcher of one kernel (importable: the resource report rebuilds it)."""
-    return cuda.jit(SOURCES[name](block, threads))
+    """The `cuda.jit` dispatcher of one kernel (importable: the resource report rebuilds it), bounded to blocks of
+    `threads` (as CuPy's `__launch_bounds__(THREADS, 1)`): unbounded, ptxas gave the fused backward 96 registers
+    a thread, more than a block of 1024 threads can have, and the launch would fail. The simulator takes no
+    bounds."""
+    source = SOURCES[name](block, threads)
+    return cuda.jit(source) if simulating() else cuda.jit(source, launch_bounds=(threads, 1))
 
 
 def _prepared(
