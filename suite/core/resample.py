@@ -51,6 +51,15 @@ def split(values: Sequence[float] | np.ndarray, blocks: Sequence[int] | np.ndarr
     return [v[labels == b] for b in order if np.any(labels == b)]
 
 
+def point(values: Sequence[float] | np.ndarray, blocks: Sequence[int] | np.ndarray | None = None) -> float:
+    """The median of the blocks' medians of `values` (non-finite ones left out): `draws`' point, without draws."""
+    groups = [g[np.isfinite(g)] for g in split(values, blocks)]
+    medians = [np.median(g) for g in groups if len(g)]
+    if not medians:
+        raise ValueError("no repetitions to estimate from")
+    return float(np.median(medians))
+
+
 def _bank(group: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
     """`resamples` bootstrap medians of one block's rounds."""
     picks = rng.integers(0, len(group), size=(resamples, len(group)))

@@ -153,11 +153,14 @@ def _by_row(reps: pd.DataFrame) -> dict[str, compare_stats.Reps]:
 
 def footer(t: float) -> str:
     return (
-        f"ratio = NEW/BASE of the time (each run: the median over its blocks of their median repetition), each "
-        "repetition relative to the canary timed in its round raised to β, how far the rows follow their "
-        f"canaries (fitted across rows; --normalize=canary: β = 1; rows without a common canary flagged "
-        f"`{compare_stats.RAW}`); machine = the canary's own NEW/BASE; [lo, hi] = 95% interval, each run's "
-        f"blocks and rounds resampled on their own ({compare_stats.RESAMPLES} times). slower: the whole interval above {1 + t:.3g}; faster: the whole "
+        "ratio = NEW/BASE of the time (each run: the median over its blocks of their median repetition), each "
+        "repetition relative to the canary timed in its round raised to β, how far the rows follow their canaries "
+        f"(fitted across rows; --normalize=canary: β = 1; rows without a common canary flagged `{compare_stats.RAW}`), "
+        "then relative to its case's machine factor: the consensus of the case's rows, each implementation's own "
+        "change across the family's cases kept out of it, its level across cases set by the canary; machine = "
+        "all that was divided out. [lo, hi] = 95% interval: each run's blocks and rounds resampled on their own "
+        f"({compare_stats.RESAMPLES} times), widened by the scatter between the runs that no factor explains and by "
+        f"the uncertainty of the case's factor. slower: the whole interval above {1 + t:.3g}; faster: the whole "
         f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
         "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
         "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon); memory: peak "
@@ -169,7 +172,8 @@ def footer(t: float) -> str:
 def _cells(line: Any) -> list[str]:
     interval = f" [{line.lo:.3f}, {line.hi:.3f}]" if np.isfinite(line.lo) else ""
     ratio = f"{line.ratio:.3f}{interval}" if np.isfinite(line.ratio) else "—"
-    machine = f"{line.machine:.3f}" if np.isfinite(line.machine) else "—"
+    factor = getattr(line, "factor", line.machine)
+    machine = f"{factor:.3f}" if np.isfinite(factor) and factor != 1.0 else "—"
     return [
         line.case,
         line.implementation,

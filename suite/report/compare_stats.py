@@ -96,6 +96,11 @@ class Reps:
         kept = ~self.excluded
         return bool(kept.any() and np.all(np.isfinite(self.canary[kept]) & (self.canary[kept] > 0)))
 
+    def canary_logs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(log canary times of the rounds kept; their blocks)."""
+        keep = ~self.excluded & np.isfinite(self.canary) & (self.canary > 0)
+        return np.log(self.canary[keep]), self.blocks[keep]
+
     def logs(self, follow: float) -> tuple[np.ndarray, np.ndarray]:
         """(log time less `follow` × log of the round's canary (0: raw times); their blocks), for the repetitions
         kept."""
@@ -191,10 +196,8 @@ def compare(
     reps = [_reps(times.get((r["row_id_base"], r["row_id_new"]))) for r in rows]
     follow = {"none": 0.0, "canary": 1.0}.get(normalise)
     if follow is None:
-        raw = [_line(r, p, threshold, seed + i, "none") for i, (r, p) in enumerate(zip(rows, reps, strict=True))]
-        usable = [
-            (np.log(x["ratio"]), np.log(x["machine"])) for x in raw if x["interval"] and np.isfinite(x["machine"])
-        ]
+        usable = [_raw_point(r, p) for r, p in zip(rows, reps, strict=True)]
+        usable = [u for u in usable if u is not None]
         follow = between_runs.follow(*map(np.asarray, zip(*usable, strict=True))) if usable else 1.0
     lines = [
         _line(r, p, threshold, seed + i, normalise, follow) for i, (r, p) in enumerate(zip(rows, reps, strict=True))
@@ -216,8 +219,66 @@ def compare(
     for column in (*KEY, OCCURRENCE, "device_name_base", "device_name_new", "mode_base", "mode_new"):
         if column in matched:
             out[column] = matched[column].to_numpy()
-    out.attrs["follow"], out.attrs["drift"] = follow, drift(out)
+    out.attrs["follow"] = follow
+    return by_case(out, threshold, machine=normalise != "none")
+
+
+def by_case(lines: pd.DataFrame, threshold: float, machine: bool = True) -> pd.DataFrame:
+    """Each timed line relative to its case's machine factor (`between_runs.case_factors`), its interval widened
+    by the scatter between the runs and the factor's own uncertainty, and its verdict decided again on that.
+    `factor` is what was taken as the machine's (the canary's part and the case's together); `attrs` gain
+    `drift` (σ), `anchor` and `smallest` (per line, the smallest change the pair could tell: (1+t)·e^(1.96·w)).
+    With `machine` False (raw times asked for) no factor is taken out and the intervals stay each run's own."""
+    out = lines.copy()
+    out["factor"] = np.where(out["normalised"], out["machine"].astype(float) ** out.attrs["follow"], 1.0)
+    out["smallest"] = np.nan
+    timed = out["interval"].astype(bool) & np.isfinite(out["ratio"].astype(float)) & (out["ratio"] > 0)
+    if not timed.any():
+        out.attrs.update(drift=0.0, anchor="")
+        return out
+    sub = out[timed]
+    z = np.log(sub["ratio"].to_numpy(float))
+    s = (np.log(sub["hi"].to_numpy(float)) - np.log(sub["lo"].to_numpy(float))) / (2 * between_runs.Z95)
+    left = np.where(sub["normalised"], 1.0 - out.attrs["follow"], 1.0)  # the share of the canary z still holds
+    canary = left * np.log(sub["machine"].to_numpy(float))
+    keys = [c for c in ("scenario", "params", "dtype", "device", "phase") if c in sub] or ["case"]
+    case = sub[keys].astype(str).agg("|".join, axis=1).to_numpy()
+    impl = (sub[[k for k in ("scenario", "phase") if k in sub] or ["case"]].astype(str).agg("|".join, axis=1)
+            + "|" + sub["implementation"].astype(str)).to_numpy()  # fmt: skip
+    if machine:
+        fit = between_runs.case_factors(z, s, case, impl, canary)
+    else:
+        fit = between_runs.CaseFit(np.zeros(len(z)), np.zeros(len(z)), 0.0, "")
+    w = np.sqrt(s**2 + fit.spread**2 + fit.error**2)
+    r = z - fit.factor
+    z95 = between_runs.Z95
+    out.loc[timed, "ratio"], out.loc[timed, "lo"], out.loc[timed, "hi"] = (
+        np.exp(r),
+        np.exp(r - z95 * w),
+        np.exp(r + z95 * w),
+    )
+    out.loc[timed, "factor"] = out.loc[timed, "factor"].to_numpy(float) * np.exp(fit.factor)
+    out.loc[timed, "smallest"] = (1 + threshold) * np.exp(z95 * w) - 1
+    out.loc[timed, "verdict"] = [
+        verdict(v, lo, hi, threshold) for v, lo, hi in out.loc[timed, ["ratio", "lo", "hi"]].to_numpy(float)
+    ]
+    out["regressed"] = (out["verdict"] == "slower") | out["broke"] | out["numerics"] | out["memory"]
+    out.attrs.update(drift=fit.spread, anchor=fit.anchor)
     return out
+
+
+def _raw_point(row: dict, reps: tuple[Reps, Reps] | None) -> tuple[float, float] | None:
+    """(log raw time ratio, log canary ratio) of a row both runs timed beside the same canary: the points β is
+    fitted to (no interval needed, so none is drawn)."""
+    if not reps or not len(reps[0]) or not len(reps[1]) or not normalisable(row, reps):
+        return None
+    if not (_number(row.get("time_ms_base")) > 0 and _number(row.get("time_ms_new")) > 0):
+        return None
+    (b, bb), (n, nb) = reps[0].logs(0.0), reps[1].logs(0.0)
+    (cb, _), (cn, _) = reps[0].canary_logs(), reps[1].canary_logs()
+    if not (len(b) and len(n) and len(cb) and len(cn)):
+        return None
+    return resample.point(n, nb) - resample.point(b, bb), float(np.median(cn) - np.median(cb))
 
 
 def _reps(found: tuple | None) -> tuple[Reps, Reps] | None:

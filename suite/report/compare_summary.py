@@ -59,10 +59,15 @@ def machine_moved(lines: pd.DataFrame) -> list[str]:
             f"over {len(moved)} rows: {lo:.3f}–{hi:.3f}); {normalised} rows compared relative to it, "
             f"the rows following it by β = {follow:.2f}"
         )
-    if lines.attrs.get("drift"):
+    smallest = lines["smallest"].astype(float).dropna() if "smallest" in lines else pd.Series(dtype=float)
+    if not smallest.empty:
+        level = {"canary": "its level across cases set by the canary", "implementations": "its level where the "
+                 "median implementation did not change (no canary)"}.get(lines.attrs.get("anchor", ""), "")  # fmt: skip
         out.append(
-            f"between the runs, the rows scattered by about ±{lines.attrs['drift']:.1%} (σ, about each "
-            "implementation's median) beyond each run's own interval: changes smaller than about twice "
-            "that are not told from the machine here (`python -m suite noise` measures it on purpose)"
+            f"each case's rows moved together by a machine factor fitted from them ({level}); beyond it and their "
+            f"own intervals they scattered by ±{lines.attrs.get('drift', 0.0):.1%} (σ), which every interval "
+            f"includes: the smallest change this pair can tell is {smallest.median():.1%} for the typical row "
+            f"(10th–90th percentile {smallest.quantile(0.1):.1%}–{smallest.quantile(0.9):.1%}; "
+            "`python -m suite noise` gives it per family)"
         )
     return out

@@ -110,6 +110,19 @@ def measure(a: store.Run, b: store.Run, threshold: float) -> Noise:
     return Noise(lines, threshold, flagged, len(timed), needed(timed), agreements)
 
 
+def smallest_by_family(lines: pd.DataFrame) -> dict[str, float]:
+    """Per family (scenario, and phase where not forward), the median over its timed rows of the smallest change
+    `compare` could tell there (`compare_stats.by_case`)."""
+    if "smallest" not in lines or "scenario" not in lines:
+        return {}
+    timed = lines[np.isfinite(lines["smallest"].astype(float))]
+    if timed.empty:
+        return {}
+    phase = timed["phase"].astype(str) if "phase" in timed else pd.Series("forward", index=timed.index)
+    family = timed["scenario"].astype(str).where(phase == "forward", timed["scenario"].astype(str) + " " + phase)
+    return {str(k): float(v) for k, v in timed["smallest"].astype(float).groupby(family).median().items()}
+
+
 def markdown(noise: Noise, a: str, b: str) -> str:
     """noise.md: the counts, the threshold to use here, and every verdict that changed."""
     t = noise.threshold
@@ -121,6 +134,12 @@ def markdown(noise: Noise, a: str, b: str) -> str:
         f"{noise.quiet_at(1.0):.1%}. Pick `--threshold` at or above it on this machine.",
         *(f"- {m}" for m in compare_summary.machine_moved(noise.lines)),
     ]
+    if smallest := smallest_by_family(noise.lines):
+        told = ", ".join(f"{family} {value:.1%}" for family, value in smallest.items())
+        parts.append(
+            f"- Smallest change this pair can tell, per family (median over its rows: the threshold widened by the "
+            f"interval's half width): {told}. A CI gate at ±{t:.0%} holds only for families at or under it."
+        )
     for found in noise.agreements:
         if not found.cases:
             continue
