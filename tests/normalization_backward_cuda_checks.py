@@ -19,7 +19,7 @@ SHAPES = (
 """float32 cases; float16 runs the first. tile 64 keeps the Numba CUDA blocks at one warp in the simulator."""
 CASES = [(p, "float32") for p in SHAPES] + [(SHAPES[0], "float16")]
 IDS = [f"{p['rows']}x{p['cols']}t{p['tile']}-{d}" for p, d in CASES]
-BACKENDS = ("triton",)
+BACKENDS = ("triton", "numba")
 
 registry.discover()  # the backends, and with them their targets
 
