@@ -29,13 +29,16 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS
 from scenarios.normalization.backward_decomposition import BACKWARD_DECOMPOSITIONS, STATS, UNFUSED_SAVES, partials
 from suite.core.decomposition import walk
 from suite.kit.launch import cdiv
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 from suite.kit.training import Pass, training
 
 Step = tuple[Any, tuple[int, ...], tuple[Any, ...]]
 """(compiled kernel, grid, arguments) of one kernel."""
 
 
-def _pass(launches: list[Step], threads: int, opts: dict, saved: dict | None = None, **notes: Any) -> Pass:
+def _pass(launches: list[Step], block: int, threads: int, opts: dict, saved: dict | None = None, **extra: Any) -> Pass:
+    """The launches in order, in the option's stream; the notes as the forward's launcher writes them (the first
+    kernel's grid)."""
     context = BACKEND.launch_stream(opts.get("stream"))
 
     def run() -> None:
@@ -43,7 +46,9 @@ def _pass(launches: list[Step], threads: int, opts: dict, saved: dict | None = N
             for k, grid, args in launches:
                 k(grid, (threads,), args)
 
-    return Pass(run, saved or {}, {**notes, "threads": threads, "kernels": len(launches)})
+    settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}
+    by = block_chosen_by(BACKEND.option(opts, "block"))
+    return Pass(run, saved or {}, {**launch_notes(settings, launches[0][1], by, kernels=len(launches)), **extra})
 
 
 def _forward_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +74,7 @@ def fused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts: d
     saved = {"x": x, "weight": w, "rstd": rstd}
     if op == "layernorm":
         saved["mean"] = mean
-    return _pass([(k, (rows,), args)], threads, opts, saved, tile=block)
+    return _pass([(k, (rows,), args)], block, threads, opts, saved)
 
 
 def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict, opts: dict) -> Pass:
@@ -79,7 +84,7 @@ def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict
     (block, threads), dtype = geometry(cols, params, opts), _dtype(dx)
     if op == "softmax":
         k = build(*bk.fused_source("softmax_backward", op, dtype, block, threads), threads=threads)
-        return _pass([(k, (rows,), (saved["y"], dy, dx, np.int64(cols)))], threads, opts, tile=block)
+        return _pass([(k, (rows,), (saved["y"], dy, dx, np.int64(cols)))], block, threads, opts)
     centred, blocks = op == "layernorm", partials(rows)
     pw = TARGET.empty((blocks, cols), "float32")
     pb = TARGET.empty((blocks, cols), "float32") if centred else pw  # rmsnorm: unread
@@ -90,7 +95,7 @@ def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict
     row_args = (saved["x"], dy, saved["weight"], mean, saved["rstd"], dx, pw, pb, np.int64(rows), np.int64(cols))
     sum_args = (pw, pb, dw, grads["dbias"] if centred else dw, np.int64(blocks), np.int64(cols))
     launches = [(rows_kernel, (blocks,), row_args), (sum_kernel, (cdiv(cols, threads),), sum_args)]
-    return _pass(launches, threads, opts, tile=block, partials=blocks)
+    return _pass(launches, block, threads, opts, partials=blocks)
 
 
 def unfused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
@@ -103,7 +108,7 @@ def unfused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts:
     writes = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: TARGET.empty((rows,), "float32"),
                   matrix=lambda: TARGET.empty((rows, cols), dtype))  # fmt: skip
     steps = [_step(st, env, dtype, block, threads, placeholder) for st in writes]
-    return _pass(steps, threads, opts, {t: env[t] for t in UNFUSED_SAVES[op]}, tile=block)
+    return _pass(steps, block, threads, opts, {t: env[t] for t in UNFUSED_SAVES[op]})
 
 
 def _backward_step(st: Any, env: dict[str, Any], dtype: str, block: int, threads: int) -> Step:
@@ -131,7 +136,7 @@ def unfused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: di
     env = {**inputs, **saved, **grads}
     writes = walk(BACKWARD_DECOMPOSITIONS[op], env, stats=STATS, stat=lambda: TARGET.empty((rows,), "float32"),
                   matrix=lambda: TARGET.empty((rows, cols), dtype))  # fmt: skip
-    return _pass([_backward_step(st, env, dtype, block, threads) for st in writes], threads, opts, tile=block)
+    return _pass([_backward_step(st, env, dtype, block, threads) for st in writes], block, threads, opts)
 
 
 for _op in DECOMPOSITIONS:

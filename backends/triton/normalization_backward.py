@@ -29,6 +29,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS
 from scenarios.normalization.backward_decomposition import BACKWARD_DECOMPOSITIONS, STATS, UNFUSED_SAVES, partials
 from suite.core.decomposition import walk
 from suite.kit.launch import cdiv, chunk_columns
+from suite.kit.launch_shape import chosen_by, launch_notes
 from suite.kit.training import Pass, training
 
 Kernel = tuple[Any, tuple[int, ...], tuple[Any, ...], dict[str, Any]]
@@ -56,7 +57,8 @@ def _prepared(launches: list[Kernel], tile: int, opts: dict) -> Pass:
             for fn, grid, args, const in launches:
                 fn[grid](*args, TILE=tile, num_warps=warps, **const)
 
-    return Pass(run, notes={"tile": tile, "num_warps": warps, "kernels": len(launches)})
+    by = chosen_by(opts, ("num_warps",))
+    return Pass(run, notes=launch_notes({"tile": tile, "num_warps": warps}, launches[0][1], by, kernels=len(launches)))
 
 
 def fused_forward(op: str, inputs: dict[str, Any], y: torch.Tensor, params: dict, opts: dict) -> Pass:

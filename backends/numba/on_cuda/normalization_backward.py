@@ -22,7 +22,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from backends.numba import simulating, stream_arg
+from backends.numba import BACKEND, simulating, stream_arg
 from backends.numba.on_cuda import normalization_backward_kernels as bk
 from backends.numba.on_cuda.normalization import _step, fused_entry, geometry
 from backends.numba.record import record_numba
@@ -30,6 +30,7 @@ from scenarios.normalization import DECOMPOSITIONS, ROW_STATS
 from scenarios.normalization.backward_decomposition import BACKWARD_DECOMPOSITIONS, STATS, UNFUSED_SAVES, partials
 from suite.core.decomposition import walk
 from suite.kit.launch import cdiv
+from suite.kit.launch_shape import block_chosen_by, launch_notes
 from suite.kit.training import Pass, training
 
 try:
@@ -70,12 +71,24 @@ def _prepared(key: tuple, grid: tuple[int, ...], threads: int, stream: Any, args
     return launch
 
 
-def _pass(launches: list[Callable], saved: dict | None = None, **notes: Any) -> Pass:
+def _pass(
+    launches: list[Callable],
+    grid: tuple[int, ...],
+    block: int,
+    threads: int,
+    opts: dict,
+    saved: dict | None = None,
+    **extra: Any,
+) -> Pass:
+    """The launches in order; the notes as the forward's launcher writes them (`grid`: the first kernel's)."""
+
     def run() -> None:
         for launch in launches:
             launch()
 
-    return Pass(run, saved or {}, {**notes, "kernels": len(launches)})
+    settings = {"tile": block, "threads": threads, "items": cdiv(block, threads)}
+    by = block_chosen_by(BACKEND.option(opts, "block"))
+    return Pass(run, saved or {}, {**launch_notes(settings, grid, by, kernels=len(launches)), **extra})
 
 
 def _forward_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +111,7 @@ def fused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts: d
     saved = {"x": x, "weight": w, "rstd": rstd}
     if op == "layernorm":
         saved["mean"] = mean
-    return _pass([launch], saved, tile=block, threads=threads)
+    return _pass([launch], (rows,), block, threads, opts, saved)
 
 
 def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict, opts: dict) -> Pass:
@@ -110,7 +123,7 @@ def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict
     if op == "softmax":
         key = ("softmax_backward", block, threads)
         launch = _prepared(key, (rows,), threads, stream, (saved["y"], dy, dx), "softmax backward")
-        return _pass([launch], tile=block, threads=threads)
+        return _pass([launch], (rows,), block, threads, opts)
     centred, blocks = op == "layernorm", partials(rows)
     pw = cuda.device_array((blocks, cols), dtype=np.float32)
     pb = cuda.device_array((blocks, cols), dtype=np.float32) if centred else pw  # rmsnorm: unread
@@ -122,7 +135,7 @@ def fused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict
         _prepared(("backward_rows", op, block, threads), (blocks,), threads, stream, row_args, f"{op} backward"),
         _prepared(("sum_partials", op, threads), (cdiv(cols, threads),), threads, stream, sum_args, "sum partials"),
     ]
-    return _pass(launches, tile=block, threads=threads, partials=blocks)
+    return _pass(launches, (blocks,), block, threads, opts, partials=blocks)
 
 
 def unfused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
@@ -136,17 +149,20 @@ def unfused_forward(op: str, inputs: dict[str, Any], y: Any, params: dict, opts:
     writes = walk(DECOMPOSITIONS[op], env, stats=ROW_STATS, stat=lambda: cuda.device_array(rows, dtype=np.float32),
                   matrix=lambda: cuda.device_array((rows, cols), dtype=y.dtype))  # fmt: skip
     steps = [_step(st, env, block, threads, stream, placeholder) for st in writes]
-    return _pass(steps, {t: env[t] for t in UNFUSED_SAVES[op]}, tile=block, threads=threads)
+    return _pass(steps, (rows,), block, threads, opts, {t: env[t] for t in UNFUSED_SAVES[op]})
 
 
-def _backward_step(st: Any, env: dict[str, Any], block: int, threads: int, stream: Any) -> Callable:
-    """What launches one step of BACKWARD_DECOMPOSITIONS; `scale` is the forward's step kernel."""
+def _backward_step(
+    st: Any, env: dict[str, Any], block: int, threads: int, stream: Any
+) -> tuple[Callable, tuple[int, ...]]:
+    """(what launches, grid) of one step of BACKWARD_DECOMPOSITIONS; `scale` is the forward's step kernel."""
     rows, cols = env["dy"].shape
     reads = [env[t] for t in st.reads]
     out, pair = env[st.writes], len(reads) > 1
     chunks = (rows, cdiv(cols, block))
     if st.op == "scale":
-        return _step(st, env | {"y": env["dy"]}, block, threads, stream, cuda.device_array(1, dtype=np.float32))
+        placeholder = cuda.device_array(1, dtype=np.float32)
+        return _step(st, env | {"y": env["dy"]}, block, threads, stream, placeholder), chunks
     if st.op == "colsum":
         key, grid, args = ("column_sum", pair, threads), (cdiv(cols, threads),), (reads[0], reads[-1], out)
     elif st.op in ("row_mean", "row_sum"):
@@ -160,7 +176,7 @@ def _backward_step(st: Any, env: dict[str, Any], block: int, threads: int, strea
         dxhat, xhat, stat = reads[:3]
         m1, m2 = (reads[3], reads[4]) if centred else (reads[3], reads[3])
         key, grid, args = ("norm_dx", centred, block, threads), chunks, (dxhat, xhat, stat, m1, m2, out)
-    return _prepared(key, grid, threads, stream, args, st.op)
+    return _prepared(key, grid, threads, stream, args, st.op), grid
 
 
 def unfused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: dict, opts: dict) -> Pass:
@@ -173,7 +189,7 @@ def unfused_backward(op: str, inputs: dict, saved: dict, grads: dict, params: di
     writes = walk(BACKWARD_DECOMPOSITIONS[op], env, stats=STATS, stat=lambda: cuda.device_array(rows, np.float32),
                   matrix=lambda: cuda.device_array((rows, cols), dtype=dy.dtype))  # fmt: skip
     steps = [_backward_step(st, env, block, threads, stream) for st in writes]
-    return _pass(steps, tile=block, threads=threads)
+    return _pass([launch for launch, _ in steps], steps[0][1], block, threads, opts)
 
 
 for _op in DECOMPOSITIONS:
