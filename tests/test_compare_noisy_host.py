@@ -68,7 +68,7 @@ def test_an_aa_pair_flags_at_most_five_percent(aa) -> None:
 
 
 def test_one_implementation_slowed_stands_out(pair, aa) -> None:
-    fused = lambda row: row.backend == "numba" and row.variant == "fused"  # noqa: E731
+    fused = lambda row: row.backend == "numba" and row.variant == "fused"
     found = lines(pair, fused)
     picked = (found["implementation"] == "numba/cpu fused").to_numpy()
     assert picked.sum() == 35
