@@ -78,11 +78,15 @@ def _interval(value: Any, lo: Any, hi: Any) -> str:
 
 def summary(rows: pd.DataFrame) -> list[str]:
     """Per family, at its summary case (`Scenario.summary`, float16 where timed): each backend's fused over unfused
-    and hand-fused over torch.compile, with 95% intervals; then how many rows are not ok."""
+    and hand-fused over torch.compile, with 95% intervals, and the field's published figures beside the rows they
+    describe (`anchors`); then how many rows are not ok."""
+    from suite.gpu_check import anchors
+
     out = ["summary   at each family's summary case (float16 where timed): speedup [95% interval]"]
     if rows.empty:
         return [*out, "  no rows"]
     data = rows[(rows["device"] == "cuda") & rows["time_ms"].notna() & (rows["phase"] == "forward")].copy()
+    published = anchors.load()
     for family, group in data.groupby("scenario", sort=True):
         case = summary_rows(str(family), group)
         fused = case[(case["variant"] == "fused") & (case["baseline"] == "unfused")]
@@ -96,6 +100,7 @@ def summary(rows: pd.DataFrame) -> list[str]:
         out.append(f"  {family:<17} {case['params'].iloc[0]} {case['dtype'].iloc[0]}")
         out.append(f"    fused vs unfused        {vs_unfused or '-'}")
         out.append(f"    fused vs torch.compile  {vs_compile or '-'}")
+        out += anchors.lines(str(family), group, published)
     counts = rows["status"].value_counts().to_dict()
     out.append("rows      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return out
