@@ -76,3 +76,15 @@ def test_each_familys_summary_case_is_in_the_plan_at_the_size_its_report_leads_w
     assert estimate.summary_case(p.scenario, p.cases, p.dtypes) == (params_json(leading[0]), "float16")
     narrowed = estimate.job_estimate(job.__class__(job.family, job.phase, job.base, True, job.dtypes))
     assert set(narrowed.case_seconds) == {(params_json(leading[0]), d) for d in p.dtypes}  # what a cut keeps
+
+
+def test_the_gpu_tests_awkward_shapes_cover_every_family_in_the_tree() -> None:
+    """tests/test_gpu_device.py's AWKWARD: one entry per family under scenarios/, each a valid plan of small cases."""
+    from tests.conftest import make_config
+    from tests.test_gpu_device import AWKWARD, HAND_WRITTEN
+
+    in_tree = {name for name in scenario.discover() if name not in scenario.plug_ins()}
+    assert set(AWKWARD) == in_tree
+    for family, shapes in AWKWARD.items():
+        p = validate.plan(make_config(f"scenario={family}", "preset=S", *shapes, HAND_WRITTEN, "device=cuda"))
+        assert p.cases and all(p.scenario.size(c) < 2**22 for c in p.cases), family
