@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from suite.core import scenario
-from suite.gpu_check import anchors, bundle
+from suite.gpu_check import anchors, bundle, stack
 
 
 def test_every_anchor_names_a_registered_family_a_figure_and_its_source() -> None:
@@ -38,7 +39,7 @@ def test_the_summary_puts_each_anchor_beside_its_row() -> None:
         + [row("attention", "torch", "library", 0.4), row("add_rmsnorm", "liger", "library", 0.25)]
         + [row("matmul", "triton", "tiled", 1.2), row("matmul", "torch", "library", 1.0)]
     )
-    text = bundle.summary(rows)
+    text = bundle.summary(rows, peak_gbps=stack.peak_gbps({"mem_clock_max_mhz": 2619, "memory_bus_bits": 5120}))
     for a in anchors.load():
         (at,) = [i for i, line in enumerate(text) if line.startswith(f"    anchor  {a['name']}:")]
         header = max(i for i, line in enumerate(text[:at]) if line.startswith("  ") and not line.startswith("    "))
@@ -46,7 +47,7 @@ def test_the_summary_puts_each_anchor_beside_its_row() -> None:
         assert "no matching row" not in text[at] and anchors.describe(a) in text[at], text[at]
     joined = "\n".join(text)
     assert (
-        "QuACK RMSNorm: 90% of peak HBM (H100 SXM (3.35 TB/s), bfloat16); here: triton 0.500 ms, 3000 GB/s (91% of this GPU's copy) float16"
+        "QuACK RMSNorm: 90% of peak HBM (H100 SXM (3.35 TB/s), bfloat16); here: triton 0.500 ms, 3000 GB/s (91% of this GPU's copy) (89% of its specified peak) float16"
         in joined
     )
     assert (
@@ -54,3 +55,8 @@ def test_the_summary_puts_each_anchor_beside_its_row() -> None:
         and "triton 1.25× (0.500 against 0.400 ms" in joined
     )
     assert "Liger fused add + RMSNorm: 0.184 ms against 0.34 ms unfused (H100, float32); here: liger 0.250 ms" in joined
+
+
+def test_the_specified_peak_comes_from_the_memory_clock_and_bus_width() -> None:
+    assert stack.peak_gbps({"mem_clock_max_mhz": 2619, "memory_bus_bits": 5120}) == pytest.approx(3352, rel=1e-3)
+    assert stack.peak_gbps({"mem_clock_max_mhz": 2619}) is None

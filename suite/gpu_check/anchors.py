@@ -3,7 +3,8 @@ summary, next to the row it describes.
 
 A memory-bound anchor (QuACK's share of peak HBM) is read against the row's bandwidth and its share of the copy
 bandwidth measured on this GPU (`pct_of_ceiling`); a time (Liger's fused add + RMSNorm) against the row's time; a
-ratio (hand attention against SDPA, Triton against cuBLAS) against the two rows' times at the same case. The
+ratio (hand attention against SDPA, Triton against cuBLAS) against the two rows' times at the same case. Where
+the GPU's specified peak is known (from its memory clock and bus width), a row's bandwidth is given as its share. The
 figures stay in the data file with their sources, so a newer publication is an edit there, not here.
 """
 
@@ -56,7 +57,7 @@ def describe(anchor: dict[str, Any]) -> str:
     return f"{anchor['figure']:.2f}× the time of {anchor['rival']} ({where})"
 
 
-def ours(anchor: dict[str, Any], rows: pd.DataFrame) -> str:
+def ours(anchor: dict[str, Any], rows: pd.DataFrame, peak_gbps: float | None = None) -> str:
     """What the check measured for the anchor's row, or why there is none."""
     found = matching(anchor, rows, anchor["variant"], anchor.get("backend"))
     if found.empty:
@@ -74,12 +75,16 @@ def ours(anchor: dict[str, Any], rows: pd.DataFrame) -> str:
     return ", ".join(
         f"{r.backend} {r.time_ms:.3f} ms, {r.gbps:.0f} GB/s"
         + (f" ({r.pct_of_ceiling:.0f}% of this GPU's copy)" if pd.notna(r.pct_of_ceiling) else "")
+        + (f" ({r.gbps / peak_gbps:.0%} of its specified peak)" if peak_gbps and pd.notna(r.gbps) else "")
         + f" {r.dtype}"
         for r in found.itertuples()
     )
 
 
-def lines(family: str, rows: pd.DataFrame, anchors: list[dict[str, Any]] | None = None) -> list[str]:
-    """One line per anchor of `family`: the published figure, then ours."""
+def lines(
+    family: str, rows: pd.DataFrame, anchors: list[dict[str, Any]] | None = None, peak_gbps: float | None = None
+) -> list[str]:
+    """One line per anchor of `family`: the published figure, then ours (beside the GPU's specified peak
+    bandwidth, `stack.peak_gbps`, where known)."""
     found = for_family(family, load() if anchors is None else anchors)
-    return [f"    anchor  {a['name']}: {describe(a)}; here: {ours(a, rows)}" for a in found]
+    return [f"    anchor  {a['name']}: {describe(a)}; here: {ours(a, rows, peak_gbps)}" for a in found]

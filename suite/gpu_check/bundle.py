@@ -76,7 +76,7 @@ def _interval(value: Any, lo: Any, hi: Any) -> str:
     return f"{value:.2f}× [{lo:.2f}, {hi:.2f}]"
 
 
-def summary(rows: pd.DataFrame) -> list[str]:
+def summary(rows: pd.DataFrame, peak_gbps: float | None = None) -> list[str]:
     """Per family, at its summary case (`Scenario.summary`, float16 where timed): each backend's fused over unfused
     and hand-fused over torch.compile, with 95% intervals, and the field's published figures beside the rows they
     describe (`anchors`); then how many rows are not ok."""
@@ -100,7 +100,7 @@ def summary(rows: pd.DataFrame) -> list[str]:
         out.append(f"  {family:<17} {case['params'].iloc[0]} {case['dtype'].iloc[0]}")
         out.append(f"    fused vs unfused        {vs_unfused or '-'}")
         out.append(f"    fused vs torch.compile  {vs_compile or '-'}")
-        out += anchors.lines(str(family), group, published)
+        out += anchors.lines(str(family), group, published, peak_gbps)
     counts = rows["status"].value_counts().to_dict()
     out.append("rows      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return out

@@ -141,7 +141,7 @@ def run(the_plan: plan.Plan, found: stack.Stack, out: Path, clock: Callable[[], 
         step = clock()
         finalize(Result(rows, work / "run"))
         check["steps"]["report"] = step_time(clock() - step, estimated["report"])
-        lines = bundle.summary(rows)
+        lines = bundle.summary(rows, stack.peak_gbps(found.gpu))
         lines += [
             f"time      {name} {t['actual_s']:.0f} s (estimated {t['estimated_s']:.0f} s)"
             for name, t in check["steps"].items()
