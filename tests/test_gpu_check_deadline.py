@@ -104,3 +104,15 @@ def test_steps_three_times_slower_than_estimated_end_by_the_deadline(
     assert all({"actual_s", "estimated_s"} <= set(t) for t in check["steps"].values())
     assert check["steps"]["report"]["actual_s"] == pytest.approx(SLOW * plan.REPORT_S)
     assert check["cases"] and all({"estimated_s", "actual_s"} <= set(c) for c in check["cases"])
+
+
+def test_no_gpu_test_starts_past_the_tests_deadline(tmp_path: Path) -> None:
+    """The real limits plugin in a child pytest: a deadline already past skips every test, saying why."""
+    import time
+
+    (tmp_path / "test_sample.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    with (tmp_path / "check.log").open("w") as log:
+        found = tests_step.run_tests([str(tmp_path / "test_sample.py")], tmp_path / "ledger.jsonl", log,
+                                     deadline=time.time() - 1)  # fmt: skip
+    assert [e["outcome"] for e in found.outcomes.values()] == ["skipped", "skipped"]
+    assert all("deadline" in e["message"] for e in found.outcomes.values())
