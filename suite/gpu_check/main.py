@@ -4,7 +4,9 @@ at hand (no virtual environment of its own, nothing installed).
 Before any work it prints the stack it found (`stack`), what will be skipped and why, its plan and an estimate
 (`plan`). Then two separate steps: the gpu tests, each with a time limit (`tests_step`: a failure is reported
 and the check goes on), and the sweep of every family in one worker (`sweep_step`); then the report, one
-folder that travels (`bundle`) and a one-screen summary. `--dry-run` stops after the plan, on any machine. A
+folder that travels (`bundle`) and a one-screen summary. Both steps keep a wall-clock deadline within the
+budget (`deadlines`), so a wrong estimate ends in `skipped` rows, not an overrun. `--dry-run` stops after the
+plan, on any machine. A
 plan whose estimate is over its budget does not start unless `--over-budget` says to (the check is sized to
 fit; one that no longer fits is a change to look at, not to find out on a rented GPU).
 Exit status: 0 when every test passed and every row is ok or skipped for a reason, 1 otherwise, 2 for bad
