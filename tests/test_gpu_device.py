@@ -19,8 +19,16 @@ AWKWARD = {
     "softmax": ["scenario.rows=[33]", "scenario.cols=[1,781,8193]"],
     "attention": ["scenario.seq_len=[193]", "scenario.head_dim=[64]", "scenario.causal=[false,true]"],
     "matmul": ["scenario.m=[257]", "scenario.n=[129]", "scenario.k=[65]"],
-}
-"""Shapes no tile divides: the tails, masks and bounds checks of every hand-written CUDA kernel."""
+    "add_rmsnorm": ["scenario.rows=[33]", "scenario.cols=[193,781]", "scenario.tile=[256]"],
+    "swiglu": ["scenario.rows=[33]", "scenario.cols=[193,4097]"],
+    "rope": ["scenario.seq_len=[33]", "scenario.heads=[4]", "scenario.kv_heads=[2]", "scenario.head_dim=[64]",
+             "scenario.pairing=[half,interleaved]"],
+    "cross_entropy": ["scenario.tokens=[33]", "scenario.vocab=[781,5003]", "scenario.tile=[1024]"],
+    "linear_cross_entropy": ["scenario.tokens=[33]", "scenario.hidden=[64]", "scenario.vocab=[781]",
+                             "scenario.chunk=[8]", "scenario.tile=[256]"],
+}  # fmt: skip
+"""Shapes no tile divides: the tails, masks and bounds checks of every hand-written CUDA kernel, for every family
+in the tree (tests/test_gpu_check_plan.py holds it to the registry)."""
 HAND_WRITTEN = "backends=[triton,cupy,numba]"
 """The kernels whose tails are this suite's: torch's rivals (eager, compiled, library) are checked in the GPU
 check's sweep, at its shapes, where a torch.compile per awkward shape and dtype would cost most of this test."""

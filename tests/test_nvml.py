@@ -63,6 +63,7 @@ def fake_pynvml(masks=(0,), fail=(), old=False, temperatures=(61,)) -> types.Mod
     call("nvmlDeviceGetUUID", "GPU-0c3a")
     call("nvmlDeviceGetClockInfo", lambda h, kind: {1: 1980, 2: 2619}[kind])
     call("nvmlDeviceGetMaxClockInfo", lambda h, kind: {1: 1980, 2: 3201}[kind])
+    call("nvmlDeviceGetMemoryBusWidth", 6144)
     call("nvmlDeviceGetEnforcedPowerLimit", 700_000)
     call("nvmlDeviceGetPowerUsage", 412_345)
     call("nvmlDeviceGetTemperature", next_temperature)
@@ -93,7 +94,7 @@ def test_snapshot_fields(install):
     assert nvml.snapshot() == {
         "driver_version": "580.95.05", "cuda_version": "13.0", "name": "NVIDIA H200", "uuid": "GPU-0c3a",
         "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 2619, "mem_clock_max_mhz": 3201,
-        "power_limit_w": 700.0, "power_draw_w": 412.3, "temperature_c": 61,
+        "memory_bus_bits": 6144, "power_limit_w": 700.0, "power_draw_w": 412.3, "temperature_c": 61,
         "throttle_reasons": ["sw_power_cap"], "throttle_mask": IDLE | SW_POWER,
     }  # fmt: skip
     assert ("nvmlDeviceGetHandleByPciBusId", (b"00000000:1B:00.0",)) in fake.calls  # CUDA's device, not NVML's 0

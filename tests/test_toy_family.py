@@ -98,7 +98,7 @@ def test_the_family_is_listed_joins_the_model_tour_and_the_gpu_checks_plan(tmp_p
     `model_tour` and stores that experiment) and the GPU check's plan."""
     from suite import cli, listing
     from suite.core import scenario
-    from suite.gpu_check import plan
+    from suite.gpu_check import estimate, jobs
     from suite.run import validate
 
     listing.list_kernels()
@@ -114,8 +114,9 @@ def test_the_family_is_listed_joins_the_model_tour_and_the_gpu_checks_plan(tmp_p
     assert set(frame["status"]) == {"ok"} and set(frame["size"]) == {64 * 768}
     assert set(frame["model"]) == {"gpt2"} and set(frame["layer"]) == {"a·x + b over tokens × hidden"}
 
-    (job,) = [job for job in plan.sweep_jobs(quick=True) if f"scenario={toy.NAME}" in job]
-    (cfg,) = cli.compose_jobs(job)
+    (job,) = [job for job in jobs.family_jobs(quick=True) if job.family == toy.NAME]
+    (cfg,) = cli.compose_jobs(job.overrides)
     assert validate.plan(cfg).scenario.name == toy.NAME and list(cfg.device.targets) == ["cuda"]
-    cases, implementations, _, _ = plan.job_estimate(job)
+    found = estimate.job_estimate(job)
+    cases, implementations = found.cases, found.implementations
     assert cases == 2 and implementations == 0  # preset S in float32; the toy backend has no CUDA kernel

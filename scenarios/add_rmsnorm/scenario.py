@@ -57,6 +57,8 @@ class AddRMSNorm(RowNormalization):
     inputs = INPUTS
     training = AddRMSNormBackward()
     train_tour = "train_add_rmsnorm"
+    gpu_check = "gpu_add_rmsnorm"
+    summary = {"rows": 2048, "cols": 16384}
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.
         "S": {"rows": [33], "cols": [193, 781], "tile": [256]},

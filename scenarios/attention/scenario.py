@@ -106,6 +106,8 @@ class Attention(Scenario):
     size_axis = "seq_len"
     config = AttentionConfig
     model_tour = "model_attention"
+    gpu_check = "gpu_attention"
+    summary = {"seq_len": 4096, "head_dim": 128, "causal": True}
     limits = Tolerance(per_dtype(1e-4, 2e-3), ceiling=4.0)
     """Floor: float32 kernels that order their sums differently (torch's, tiled ones) land within a few 1e-5 of
     each other on small cases, where a maximum over few elements is a noisy measure. Ceiling, every dtype: an

@@ -93,6 +93,8 @@ class CrossEntropy(Scenario):
     inputs = ("logits", "targets")
     training = CrossEntropyBackward()
     train_tour = "train_cross_entropy"
+    gpu_check = "gpu_cross_entropy"
+    summary = {"tokens": 4096, "vocab": 128256}
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "vocab", "tile")
     size_axis = "vocab"

@@ -51,6 +51,8 @@ class ElementwiseChain(Scenario):
     model_tour = "model_elementwise"
     training = ChainBackward()
     train_tour = "train_elementwise"
+    gpu_check = "gpu_elementwise"
+    summary = {"n": 67108864}
     captions = {"speedup_vs_chain": "Speedup against chain length at the largest size"}
     presets = {
         "S": {"n": [1000, 4099], "ops": [["scale", "gelu"], ALL8]},

@@ -93,6 +93,8 @@ class LinearCrossEntropy(Scenario):
     inputs = ("hidden", "weight", "targets")
     training = LinearCrossEntropyBackward()
     train_tour = "train_linear_cross_entropy"
+    gpu_check = "gpu_linear_cross_entropy"
+    summary = {"tokens": 4096}
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "hidden", "vocab", "chunk", "tile")
     size_axis = "tokens"

@@ -103,6 +103,8 @@ class Matmul(Scenario):
     size_axis = "m"
     config = MatmulConfig
     model_tour = "model_matmul"
+    gpu_check = "gpu_matmul"
+    summary = {"m": 4096, "epilogue": "bias_gelu"}
     limits = LIMITS
     presets = {
         "S": {"m": [129], "n": [77], "k": [200], "epilogue": list(EPILOGUES), "tile": [T1, [32, 32, 32]]},

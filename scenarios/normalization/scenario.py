@@ -234,6 +234,8 @@ class LayerNorm(RowNormalization):
     inputs = ("x", "weight", "bias")
     training = NormBackward("layernorm", FLOAT32)
     train_tour = "train_layernorm"
+    gpu_check = "gpu_layernorm"
+    summary = {"rows": 16384, "cols": 8192}
 
     def slack(self, inputs: dict[str, np.ndarray], ref: np.ndarray) -> float:
         """A mean off by STAT_ULPS ulps of mean|x| shifts y by that · rstd · |weight|: with rows far from zero
@@ -259,6 +261,8 @@ class RMSNorm(RowNormalization):
     inputs = ("x", "weight")
     training = NormBackward("rmsnorm", FLOAT32)
     train_tour = "train_rmsnorm"
+    gpu_check = "gpu_rmsnorm"
+    summary = {"rows": 16384, "cols": 8192}
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)
@@ -273,6 +277,8 @@ class Softmax(RowNormalization):
     inputs = ("x",)
     training = NormBackward("softmax", FLOAT32)
     train_tour = "train_softmax"
+    gpu_check = "gpu_softmax"
+    summary = {"rows": 16384, "cols": 8192}
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         x = self._x64(inputs)

@@ -101,6 +101,8 @@ class Rope(Scenario):
     limits = LIMITS
     training = RopeBackward()
     train_tour = "train_rope"
+    gpu_check = "gpu_rope"
+    summary = {"seq_len": 16384, "pairing": "half"}
     inputs = ("q", "k", "cos", "sin")
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")

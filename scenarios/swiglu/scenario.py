@@ -58,6 +58,8 @@ class SwiGLU(Scenario):
     inputs = INPUTS
     training = SwiGLUBackward()
     train_tour = "train_swiglu"
+    gpu_check = "gpu_swiglu"
+    summary = {"rows": 4096, "cols": 14336}
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
     size_axis = "cols"

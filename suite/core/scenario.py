@@ -85,6 +85,14 @@ class Scenario:
     """The experiment that times the family's train phase (forward + backward as one call) at sizes past the
     last-level cache (conf/experiment/<it>.yaml): `python -m suite training` runs every family's
     (`training_experiments`). None: the family has no backward pass, or sits the training tour out."""
+    gpu_check: ClassVar[str | None] = None
+    """The experiment the GPU check (`python -m suite gpu-check`) sweeps the family's forward with: its sizes on an
+    H100-class device, in the dtypes it is used in (conf/experiment/<it>.yaml, or a node a plug-in stores as
+    `experiment/<it>`). None: the check runs its `M` preset on the GPU."""
+    summary: ClassVar[Params] = {}
+    """The case the family's GPU summary leads with (axis -> value; an axis not named matches any value): the GPU
+    check builds torch.compile there only, runs the backward and train phases there, and keeps it when its budget
+    drops the other sizes. Empty: the largest case of the sweep."""
     captions: ClassVar[dict[str, str]] = {}
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""

@@ -147,7 +147,7 @@ def _watts(milliwatts: Any) -> float | None:
 
 def snapshot(uuid: str | None = None) -> dict[str, Any]:
     """The GPU and its state now: driver_version, cuda_version, name, uuid, sm_clock_mhz, sm_clock_max_mhz,
-    mem_clock_mhz, mem_clock_max_mhz, power_limit_w, power_draw_w, temperature_c, throttle_reasons (a list,
+    mem_clock_mhz, mem_clock_max_mhz, memory_bus_bits, power_limit_w, power_draw_w, temperature_c, throttle_reasons (a list,
     empty where none) and throttle_mask; {} without NVML. `uuid` names the GPU (no CUDA call is made), else
     CUDA's device 0."""
     found = _session() if uuid is None else _session_of(uuid)
@@ -164,6 +164,7 @@ def snapshot(uuid: str | None = None) -> dict[str, Any]:
         "sm_clock_max_mhz": _read(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, NVML_CLOCK_SM)),
         "mem_clock_mhz": _read(lambda: nvml.nvmlDeviceGetClockInfo(h, NVML_CLOCK_MEM)),
         "mem_clock_max_mhz": _read(lambda: nvml.nvmlDeviceGetMaxClockInfo(h, NVML_CLOCK_MEM)),
+        "memory_bus_bits": _read(lambda: nvml.nvmlDeviceGetMemoryBusWidth(h)),
         "power_limit_w": _watts(_read(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h))),
         "power_draw_w": _watts(_read(lambda: nvml.nvmlDeviceGetPowerUsage(h))),
         "temperature_c": _read(lambda: nvml.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)),

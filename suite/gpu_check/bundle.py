@@ -76,20 +76,19 @@ def _interval(value: Any, lo: Any, hi: Any) -> str:
     return f"{value:.2f}× [{lo:.2f}, {hi:.2f}]"
 
 
-def summary(rows: pd.DataFrame) -> list[str]:
-    """Per family, at its largest case: each backend's fused over unfused and hand-fused over torch.compile,
-    with 95% intervals; then how many rows are not ok."""
-    out = ["summary   at each family's largest case (float16 where timed): speedup [95% interval]"]
+def summary(rows: pd.DataFrame, peak_gbps: float | None = None) -> list[str]:
+    """Per family, at its summary case (`Scenario.summary`, float16 where timed): each backend's fused over unfused
+    and hand-fused over torch.compile, with 95% intervals, and the field's published figures beside the rows they
+    describe (`anchors`); then how many rows are not ok."""
+    from suite.gpu_check import anchors
+
+    out = ["summary   at each family's summary case (float16 where timed): speedup [95% interval]"]
     if rows.empty:
         return [*out, "  no rows"]
-    data = rows[(rows["device"] == "cuda") & rows["time_ms"].notna()].copy()
+    data = rows[(rows["device"] == "cuda") & rows["time_ms"].notna() & (rows["phase"] == "forward")].copy()
+    published = anchors.load()
     for family, group in data.groupby("scenario", sort=True):
-        largest = group[group["size"] == group["size"].max()]
-        if (largest["dtype"] == "float16").any():
-            largest = largest[largest["dtype"] == "float16"]
-        rivaled = largest.loc[largest["variant"] == "compiled", "params"]  # the case torch.compile was built for
-        params = rivaled.iloc[0] if len(rivaled) else largest["params"].iloc[-1]
-        case = largest[largest["params"] == params]
+        case = summary_rows(str(family), group)
         fused = case[(case["variant"] == "fused") & (case["baseline"] == "unfused")]
         rival = case[case["rival"].astype(str).str.endswith("compiled") & (case["variant"] == "fused")]
         vs_unfused = ", ".join(
@@ -98,9 +97,27 @@ def summary(rows: pd.DataFrame) -> list[str]:
         vs_compile = ", ".join(
             f"{r.backend} {_interval(r.rival_speedup, r.rival_lo, r.rival_hi)}" for r in rival.itertuples()
         )
-        out.append(f"  {family:<17} {params} {case['dtype'].iloc[0]}")
+        out.append(f"  {family:<17} {case['params'].iloc[0]} {case['dtype'].iloc[0]}")
         out.append(f"    fused vs unfused        {vs_unfused or '-'}")
         out.append(f"    fused vs torch.compile  {vs_compile or '-'}")
+        out += anchors.lines(str(family), group, published, peak_gbps)
     counts = rows["status"].value_counts().to_dict()
     out.append("rows      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return out
+
+
+def summary_rows(family: str, group: pd.DataFrame) -> pd.DataFrame:
+    """The family's timed rows at its summary case: the case it declares, else its largest (the one torch.compile
+    was built for where there are several); float16 where timed."""
+    from suite.core.scenario import lookup
+
+    if (group["dtype"] == "float16").any():
+        group = group[group["dtype"] == "float16"]
+    wanted = lookup(family).summary
+    declared = group["params"].map(lambda p: bool(wanted) and all(json.loads(p).get(k) == v for k, v in wanted.items()))
+    if declared.any():
+        return group[declared]
+    largest = group[group["size"] == group["size"].max()]
+    rivaled = largest.loc[largest["variant"] == "compiled", "params"]
+    params = rivaled.iloc[0] if len(rivaled) else largest["params"].iloc[-1]
+    return largest[largest["params"] == params]

@@ -4,7 +4,9 @@ at hand (no virtual environment of its own, nothing installed).
 Before any work it prints the stack it found (`stack`), what will be skipped and why, its plan and an estimate
 (`plan`). Then two separate steps: the gpu tests, each with a time limit (`tests_step`: a failure is reported
 and the check goes on), and the sweep of every family in one worker (`sweep_step`); then the report, one
-folder that travels (`bundle`) and a one-screen summary. `--dry-run` stops after the plan, on any machine. A
+folder that travels (`bundle`) and a one-screen summary. Both steps keep a wall-clock deadline within the
+budget (`deadlines`), so a wrong estimate ends in `skipped` rows, not an overrun. `--dry-run` stops after the
+plan, on any machine. A
 plan whose estimate is over its budget does not start unless `--over-budget` says to (the check is sized to
 fit; one that no longer fits is a change to look at, not to find out on a rented GPU).
 Exit status: 0 when every test passed and every row is ok or skipped for a reason, 1 otherwise, 2 for bad
@@ -17,10 +19,11 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from suite.gpu_check import bundle, plan, stack
 
@@ -40,7 +43,9 @@ class _Parser(argparse.ArgumentParser):
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="the bundle's folder (default results/gpu_check_<time>)")
-    parser.add_argument("--quick", action="store_true", help="each family's largest case, the device tests only")
+    parser.add_argument(
+        "--quick", action="store_true", help="each family at its summary case in float16, the device tests only"
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the stack, the plan and the estimate; run nothing"
     )
@@ -98,8 +103,17 @@ def dry_run_lines(the_plan: plan.Plan, found: stack.Stack, out: Path) -> list[st
     return lines
 
 
-def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
-    """The tests, the sweep, the report and the bundle; the exit status."""
+def deadlines(the_plan: plan.Plan, start: float) -> tuple[float, float]:
+    """(end of the tests, end of the sweep) on the clock `start` is read from: the sweep leaves the report its
+    reserve (plan.REPORT_RESERVE_S) within the budget, and the tests get their estimate's share of what comes
+    before (more than their estimate where the plan is within its budget, so a good estimate is never cut)."""
+    before_report = the_plan.budget_s - plan.REPORT_RESERVE_S
+    tests_s = the_plan.steps[0].seconds * before_report / max(the_plan.seconds - plan.REPORT_S, 1e-9)
+    return start + min(tests_s, before_report), start + before_report
+
+
+def run(the_plan: plan.Plan, found: stack.Stack, out: Path, clock: Callable[[], float] = time.monotonic) -> int:
+    """The tests, the sweep, the report and the bundle, within the plan's budget on `clock`; the exit status."""
     from suite.gpu_check import sweep_step, tests_step
     from suite.run.result import Result
     from suite.sweep.merge import finalize
@@ -109,30 +123,39 @@ def run(the_plan: plan.Plan, found: stack.Stack, out: Path) -> int:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "inductor"))  # one Inductor cache for the check
     os.environ.setdefault("FUSEBENCH_CACHE_DIR", str(work / "resources"))
     log_path = work / "check.log"
-    check: dict[str, object] = {"stack": asdict(found), "plan": the_plan.lines(), "steps": {}}
+    check: dict[str, Any] = {"stack": asdict(found), "plan": the_plan.lines(), "steps": {}}
+    estimated = {s.name: s.seconds for s in the_plan.steps}
     with log_path.open("w", encoding="utf-8") as log:
         log.write("\n".join(stack.lines(found) + the_plan.lines()) + "\n")
-        started = time.monotonic()
-        tests = tests_step.run_tests(the_plan.test_args, work / "tests.jsonl", log)
+        started = clock()
+        tests_end, sweep_end = deadlines(the_plan, started)
+        tests = tests_step.run_tests(
+            the_plan.test_args, work / "tests.jsonl", log, deadline=time.time() + tests_end - started
+        )
         say(tests.lines(), log)
         check["tests"] = tests.outcomes
-        check["steps"]["tests"] = round(tests.seconds, 1)  # type: ignore[index]
-        step = time.monotonic()
-        rows = sweep_step.run_sweep(the_plan.jobs, work / "run", log)
-        check["steps"]["sweep"] = round(time.monotonic() - step, 1)  # type: ignore[index]
-        step = time.monotonic()
+        check["steps"]["tests"] = step_time(tests.seconds, estimated["tests"])
+        step = clock()
+        sweep = sweep_step.run_sweep(the_plan.work, work / "run", log, deadline=sweep_end, clock=clock)
+        rows = sweep.rows
+        check["steps"]["sweep"] = step_time(clock() - step, estimated["sweep"])
+        check["cases"] = sweep.cases
+        step = clock()
         finalize(Result(rows, work / "run"))
-        check["steps"]["report"] = round(time.monotonic() - step, 1)  # type: ignore[index]
-        lines = bundle.summary(rows)
+        check["steps"]["report"] = step_time(clock() - step, estimated["report"])
+        lines = bundle.summary(rows, stack.peak_gbps(found.gpu))
         lines += [
-            f"time      {name} {seconds:.0f} s (estimated {s.seconds:.0f} s)"
-            for s in the_plan.steps
-            for name, seconds in check["steps"].items()
-            if name == s.name
-        ]  # type: ignore[union-attr]
-        lines.append(f"total     {time.monotonic() - started:.0f} s; bundle {out}; the full run {work / 'run'}")
+            f"time      {name} {t['actual_s']:.0f} s (estimated {t['estimated_s']:.0f} s)"
+            for name, t in check["steps"].items()
+        ]
+        lines.append(f"total     {clock() - started:.0f} s; bundle {out}; the full run {work / 'run'}")
         say(lines, log)
     bundle.write(work / "run", out, check, log_path)
     failed = tests.count("failed") + tests.count("timeout") + bool(tests.note)
     bad = rows["status"].isin(["error", "mismatch"]).sum() if len(rows) else 0
     return 0 if not failed and not bad else 1
+
+
+def step_time(actual_s: float, estimated_s: float) -> dict[str, float]:
+    """A step's time beside its estimate, as the bundle records it."""
+    return {"actual_s": round(actual_s, 1), "estimated_s": round(estimated_s, 1)}

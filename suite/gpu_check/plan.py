@@ -1,49 +1,29 @@
 """The check's plan and its time estimate, printed before any work: what runs, how many of it, how long.
 
-The sweep is every family's `conf/experiment/gpu_*.yaml` under CHECK_TIMING (one worker process, a bounded
-budget per implementation); torch.compile, the costliest build, only at each family's summary case (RARE), the
-other cases' compiled rows `skipped` with that reason. `--quick` narrows each family to that case (QUICK) and
-the tests to tests/test_gpu_device.py. The estimate is a model with its constants written here, per
-implementation: a compile (COMPILE_S, by backend and variant) and its timing (the timing budget, graphs and
-energy included), per case the host's work (inputs and the float64 reference: the ledger's bytes and FLOPs at
-HOST_BYTES_S and HOST_FLOPS), per test TEST_S or FAMILY_TEST_S. Every constant is a guess for an H100/H200
-host, not yet calibrated on one: the check prints each step's real time beside its estimate, so the next
-revision can correct them. A plan over its budget does not start without `--over-budget`.
+The sweep is every registered family in every phase it registers (`jobs`: its own GPU experiment, the other
+phases at its summary case), under CHECK_TIMING (one worker, a bounded budget per implementation). `--quick`
+narrows each job to its summary case and the tests to tests/test_gpu_device.py. The estimate is `estimate`'s
+model per case, plus per test TEST_S or FAMILY_TEST_S, the worker's start and the report. A sweep over the
+budget is cut by `fit` (sizes before families) and the plan says what was cut; a plan still over its budget
+(the tests alone) does not start without `--over-budget`. Every constant is a guess until a GPU has run it: the
+check records each step's real time beside its estimate.
 """
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+from suite.gpu_check import estimate, fit
+from suite.gpu_check.estimate import Estimate
+from suite.gpu_check.jobs import CHECK_TIMING, FamilyJob, family_jobs, measured_families
 
 ROOT = Path(__file__).resolve().parents[2]
-FAMILIES = {"elementwise_chain": "gpu_elementwise", "layernorm": "gpu_layernorm", "rmsnorm": "gpu_rmsnorm",
-            "softmax": "gpu_softmax", "attention": "gpu_attention", "matmul": "gpu_matmul"}  # fmt: skip
-"""Family -> its experiment file under conf/experiment. A family from outside the tree joins at its own sizes
-(`plug_in_jobs`): the check's plan is derived from the registry."""
-CHECK_TIMING = [
-    "timing.processes=1",
-    "timing.budget_s=0.05",
-    "timing.max_budget_s=0.15",
-    "timing.energy_s=0.02",
-    "timing.case_timeout_s=120",
-]
-"""One worker times every case (its repetitions are not pooled over two processes: the check asks whether the
-suite works on this machine, not for the last percent); each implementation gets at most 0.15 s of rounds."""
-QUICK = {
-    "elementwise_chain": ["scenario.n=[16777216]"],
-    "layernorm": ["scenario.cols=[8192]"],
-    "rmsnorm": ["scenario.cols=[8192]"],
-    "softmax": ["scenario.cols=[8192]"],
-    "attention": ["scenario.seq_len=[4096]", "scenario.head_dim=[128]", "scenario.causal=[true]"],
-    "matmul": ["scenario.epilogue=[bias_gelu]"],
-}
-"""--quick: each family's largest case only, the configurations a GPU first meets."""
+__all__ = ["CHECK_TIMING", "Plan", "Step", "make"]
+
 TESTS = [
     "-m",
     "gpu",
@@ -65,16 +45,6 @@ QUICK_TESTS = ["-m", "gpu", "tests/test_gpu_device.py", "-k", "do_bench or flush
 
 STARTUP_S = 25.0
 """The worker's start: importing torch, Triton, CuPy and Numba, the CUDA context, the ceiling's copies."""
-COMPILE_S = {"triton": 1.5, "cupy": 1.0, "numba": 1.5, "torch/eager": 0.3, "torch/compiled": 4.0}
-"""Seconds to build one implementation (the first JIT of its kernels at that shape and dtype)."""
-SHAPE_GENERIC = ("triton", "numba")
-"""Backends whose kernels take the shape at run time: built once per family, variant and dtype, not per case
-(CuPy's sources and torch.compile's graphs are specialised to the shape)."""
-DEFAULT_COMPILE_S = 1.0
-HOST_BYTES_S = 1.5e9
-"""Bytes a second the host makes inputs and checks outputs at (float64 reference, 16 cores)."""
-HOST_FLOPS = 3e10
-"""float64 FLOPs a second of the host's reference (NumPy's BLAS on 16 cores)."""
 TEST_S = 4.0
 """One gpu test that measures or launches one thing (a copy against do_bench, the flush, the stream, a grid)."""
 FAMILY_TEST_S = 25.0
@@ -93,11 +63,12 @@ TEST_TIMEOUT_S = 120.0
 """Each gpu test's limit: one past it is reported as timed out and the others still run."""
 REPORT_S = 30.0
 """Charts, report and the bundle."""
-BUDGET_S = {"default": 480.0, "quick": 240.0}
-"""What each plan must fit in on one H100/H200, estimate included; `--over-budget` starts one that does not."""
-RARE = ("torch", "compiled")
-"""(backend, variant) built only at each family's summary case (`summary_case`): a cold torch.compile is the
-dearest build of the sweep (COMPILE_S), and the summary's fused-vs-torch.compile ratio needs it there only."""
+REPORT_RESERVE_S = 3 * REPORT_S
+"""What the sweep leaves the report before the budget's end, on the clock and in the fit: the report is the one
+step nothing can cut, so the check ends within its budget even where it runs three times its estimate."""
+BUDGET_S = {"default": 480.0, "quick": 360.0}
+"""What each plan must fit in on one H100/H200, estimate included; `--over-budget` starts one that does not.
+--quick is every family's forward at its summary case, in float16, with the device tests: six minutes."""
 
 
 @dataclass
@@ -110,17 +81,37 @@ class Step:
 @dataclass
 class Plan:
     quick: bool
-    jobs: list[list[str]] = field(default_factory=list)
-    """Each family's Hydra overrides."""
+    work: list[Estimate] = field(default_factory=list)
+    """Each family job and its estimate, in the order the sweep runs them."""
     test_args: list[str] = field(default_factory=list)
     tests: int = 0
     family_tests: int = 0
     """Of `tests`, those that run a family through every CUDA backend (FAMILY_TESTS)."""
-    cases: int = 0
-    implementations: int = 0
-    rare_skipped: int = 0
-    """torch.compile rows left `skipped` outside the summary cases (RARE)."""
     steps: list[Step] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    """What `fit` cut to bring the sweep within the budget, one line each."""
+
+    @property
+    def jobs(self) -> list[list[str]]:
+        """Each family job's Hydra overrides."""
+        return [e.job.overrides for e in self.work]
+
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(e.job.family for e in self.work))
+
+    @property
+    def cases(self) -> int:
+        return sum(e.cases for e in self.work)
+
+    @property
+    def implementations(self) -> int:
+        return sum(e.implementations for e in self.work)
+
+    @property
+    def rare_skipped(self) -> int:
+        """torch.compile rows left `skipped` outside the summary cases (estimate.RARE)."""
+        return sum(e.rare_skipped for e in self.work)
 
     @property
     def seconds(self) -> float:
@@ -137,124 +128,45 @@ class Plan:
     def lines(self) -> list[str]:
         out = [
             f"plan      {'--quick' if self.quick else 'default'}: {self.tests} gpu tests, then {self.cases} cases "
-            f"({self.implementations} CUDA implementations) of {len(self.jobs)} families, then the report"
+            f"({self.implementations} CUDA implementations) of {len(self.families)} families, then the report"
         ]
         out += [f"  {s.name:<9} ≈ {s.seconds:5.0f} s  {s.what}" for s in self.steps]
+        out += family_lines(self.work)
+        out += self.dropped
         verdict = "within" if not self.over_budget else "OVER"
         out.append(
             f"estimate  ≈ {self.seconds / 60:.1f} min ({verdict} the {self.budget_s / 60:.0f} min budget; "
-            "constants in suite/gpu_check/plan.py are guesses, not yet calibrated on a GPU)"
+            "constants in suite/gpu_check/estimate.py and plan.py are guesses, not yet calibrated on a GPU)"
         )
         return out
 
 
-def sweep_jobs(quick: bool) -> list[list[str]]:
-    jobs = []
-    for family, experiment in FAMILIES.items():
-        extra = QUICK[family] if quick else []
-        jobs.append([f"experiment={experiment}", *CHECK_TIMING, *extra])
-    return jobs + plug_in_jobs(quick)
+def extras() -> dict[str, str]:
+    """Backend -> the install extra it needs beyond the CUDA stack: an extra of fusebench's named after the
+    backend (`fusebench[liger]`)."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        names = metadata("fusebench").get_all("Provides-Extra") or []
+    except PackageNotFoundError:  # the tree run from a checkout that was never installed
+        return {}
+    return {name: f"fusebench[{name}]" for name in names}
 
 
-def plug_in_jobs(quick: bool) -> list[list[str]]:
-    """A job for each family registered from outside the tree (an entry point, a plug-in module): its preset
-    (`S` under --quick, else `M`) on the GPU, in the dtypes of a default run it has (else its own)."""
-    from suite.core import scenario as scenarios
-
-    jobs = []
-    for name in scenarios.plug_ins():
-        own = scenarios.get(name).dtypes
-        dtypes = [d for d in ("float32", "float16") if d in own] or list(own)
-        jobs.append(
-            [
-                f"scenario={name}",
-                f"preset={'S' if quick else 'M'}",
-                f"dtype=[{','.join(dtypes)}]",
-                "device.targets=[cuda]",
-                *CHECK_TIMING,
-            ]
+def family_lines(work: list[Estimate]) -> list[str]:
+    """Per family job: its dtypes, cases, implementations and estimate, and what each backend would run."""
+    needs = extras()
+    out = ["  families  (in the sweep's order; a backend marked [needs ...] runs only where that extra is installed)"]
+    for e in work:
+        kernels = " · ".join(
+            f"{backend} {'/'.join(sorted(variants))}" + (f" [needs {needs[backend]}]" if backend in needs else "")
+            for backend, variants in sorted(e.kernels.items())
         )
-    return jobs
-
-
-def summary_case(scenario: Any, cases: list[dict], dtypes: list[str]) -> tuple[str, str]:
-    """(params as JSON, dtype) of the case the summary reads and torch.compile is built for: the largest
-    (`scenario.size`), the last of equals in the sweep's order (matmul's bias_gelu epilogue, causal attention at
-    head_dim 128), in float16 where the family sweeps it."""
-    from suite.core.row import params_json
-
-    largest = max(scenario.size(p) for p in cases)
-    params = [p for p in cases if scenario.size(p) == largest][-1]
-    return params_json(params), "float16" if "float16" in dtypes else dtypes[-1]
-
-
-def rare_skip(scenario: Any, params: dict, dtype: str, summary: tuple[str, str]) -> set[tuple[str, str, str]]:
-    """The (backend, device, variant) a case of the check leaves out: torch.compile outside the summary case."""
-    from suite.core.row import params_json
-
-    return set() if (params_json(params), dtype) == summary else {(RARE[0], "cuda", RARE[1])}
-
-
-RARE_REASON = (
-    "the GPU check builds torch.compile at each family's summary case only (suite/gpu_check/plan.py "
-    "RARE): a cold compile per shape would not fit the check's budget"
-)
-
-
-def implementation_seconds(backend: str, variant: str, timing: dict, kernel_s: float, built: bool) -> float:
-    """One implementation of one case: its build (none where `built` already), its rounds (graph and paced
-    rounds again where graphs are on; at least min_reps × min_blocks repetitions however long the kernel) and
-    its energy window."""
-    compile_s = 0.0 if built else COMPILE_S.get(f"{backend}/{variant}", COMPILE_S.get(backend, DEFAULT_COMPILE_S))
-    rounds = min(max(timing["budget_s"], timing["min_reps"] * timing["min_blocks"] * kernel_s), timing["max_budget_s"])
-    graphs = 2 * max(timing["budget_s"], timing["min_reps"] * kernel_s) if timing["graphs"] else 0.0
-    return compile_s + rounds + graphs + timing["energy_s"] + (timing["warmup"] + 1) * kernel_s
-
-
-def job_estimate(overrides: list[str]) -> tuple[int, int, int, float]:
-    """(cases, implementations, torch.compile rows skipped, seconds) of one family's job: every case × dtype ×
-    registered CUDA kernel, torch.compile at the summary case only."""
-    from omegaconf import OmegaConf
-
-    from suite.cli import compose_jobs
-    from suite.core.registry import REGISTRY
-    from suite.run import validate
-
-    (cfg,) = compose_jobs(overrides)
-    plan = validate.plan(cfg)
-    timing = OmegaConf.to_container(cfg.timing, resolve=True)
-    keys = [
-        k
-        for k in REGISTRY.kernels
-        if k.scenario == plan.scenario.name
-        and k.device == "cuda"
-        and k.backend in plan.backends
-        and k.variant in plan.variants
-        and k.phase == plan.phase
-    ]
-    summary = summary_case(plan.scenario, plan.cases, plan.dtypes)
-    cases = impls = skipped = 0
-    seconds = 0.0
-    seen: set[tuple[object, str]] = set()
-    for params in plan.cases:
-        for dtype in plan.dtypes:
-            ledger = plan.scenario.ledger(params, dtype)
-            moved = min(v.bytes_read + v.bytes_written for v in ledger.values())
-            flops = max(v.flops for v in ledger.values())
-            left_out = rare_skip(plan.scenario, params, dtype, summary)
-            mine = [k for k in keys if k.variant in plan.scenario.variants_for(params)]
-            skipped += sum((k.backend, k.device, k.variant) in left_out for k in mine)
-            mine = [k for k in mine if (k.backend, k.device, k.variant) not in left_out]
-            kernel_s = moved / 3e12 + flops / 2e14  # an H100-class device: 3 TB/s, 200 TFLOP/s
-            elements = moved / np.dtype(dtype).itemsize
-            host = 16 * elements / HOST_BYTES_S + flops / HOST_FLOPS  # inputs and reference in float64
-            seconds += host + moved / 2 * len(mine) / HOST_BYTES_S  # each output (about half) read back, checked
-            for k in mine:
-                built = k.backend in SHAPE_GENERIC and (k, dtype) in seen
-                seconds += implementation_seconds(k.backend, k.variant, timing, kernel_s, built)
-                seen.add((k, dtype))
-            cases, impls = cases + 1, impls + len(mine)
-    return cases, impls, skipped, seconds
+        out.append(
+            f"    {e.job.label:<32} {','.join(e.dtypes):<17} {e.cases:>2} cases {e.implementations:>3} impl "
+            f"≈ {e.seconds:4.0f} s  {kernels or 'no CUDA kernel registered'}"
+        )
+    return out
 
 
 def collect_tests(args: list[str]) -> list[str]:
@@ -274,21 +186,37 @@ def is_family_test(node: str) -> bool:
     return node.split("::")[-1].startswith(FAMILY_TESTS)
 
 
+AWKWARD_TEST = "tests/test_gpu_device.py::test_every_cuda_kernel_is_right_on_the_device["
+"""A family's awkward shapes through the hand-written CUDA kernels: the one gpu test the plan may leave out of a
+check too short for every family's forward, so that the family's sweep still runs (its rows check its numerics,
+at the sweep's sizes); the families measured on a GPU before lose theirs first."""
+
+
 def make(quick: bool, tests: list[str] | None = None) -> Plan:
-    """The plan of a check; `tests` (the gpu tests' node ids) are collected where not given."""
-    plan = Plan(quick, sweep_jobs(quick), QUICK_TESTS if quick else TESTS)
+    """The plan of a check; `tests` (the gpu tests' node ids) are collected where not given. A sweep over what the
+    budget leaves after the tests is cut to fit (`fit`); where that would drop a family's forward, a family's
+    awkward-shapes test (AWKWARD_TEST) goes first, and the plan says so."""
+    plan = Plan(quick, test_args=QUICK_TESTS if quick else TESTS)
     nodes = collect_tests(plan.test_args) if tests is None else tests
-    plan.tests, plan.family_tests = len(nodes), sum(map(is_family_test, nodes))
-    sweep_s = STARTUP_S
-    for job in plan.jobs:
-        cases, impls, skipped, seconds = job_estimate(job)
-        plan.cases, plan.implementations, plan.rare_skipped = (
-            plan.cases + cases,
-            plan.implementations + impls,
-            plan.rare_skipped + skipped,
-        )
-        sweep_s += seconds
-    tests_s = STARTUP_S / 2 + plan.family_tests * FAMILY_TEST_S + (plan.tests - plan.family_tests) * TEST_S
+    jobs = family_jobs(quick, measured_families(ROOT / "results"))
+    work = [estimate.job_estimate(job) for job in jobs]
+    order = {job.family: i for i, job in reversed(list(enumerate(jobs)))}
+    spare = sorted(
+        (n for n in nodes if n.startswith(AWKWARD_TEST)), key=lambda n: -order.get(n[len(AWKWARD_TEST) : -1], 0)
+    )
+    left_out: list[str] = []
+    while True:
+        kept = [n for n in nodes if n not in left_out]
+        plan.tests, plan.family_tests = len(kept), sum(map(is_family_test, kept))
+        tests_s = STARTUP_S / 2 + plan.family_tests * FAMILY_TEST_S + (plan.tests - plan.family_tests) * TEST_S
+        plan.work, plan.dropped = fit.fit(work, plan.budget_s - tests_s - STARTUP_S - REPORT_RESERVE_S, cached_estimate)
+        if len({e.job.family for e in plan.work}) == len(order) or len(left_out) == len(spare):
+            break
+        left_out.append(spare[len(left_out)])
+    plan.test_args = [*plan.test_args, *(a for node in left_out for a in ("--deselect", node))]
+    plan.dropped += [
+        f"dropped   gpu test {node}: so that every family's forward fits (≈ {FAMILY_TEST_S:.0f} s)" for node in left_out
+    ]
     rare = f", torch.compile at each summary case only ({plan.rare_skipped} rows skipped)" if plan.rare_skipped else ""
     plan.steps = [
         Step(
@@ -296,7 +224,17 @@ def make(quick: bool, tests: list[str] | None = None) -> Plan:
             f"{plan.tests} gpu tests ({plan.family_tests} of them sweep a family), {TEST_TIMEOUT_S:.0f} s limit each",
             tests_s,
         ),
-        Step("sweep", f"{plan.cases} cases × their CUDA implementations, one worker{rare}", sweep_s),
+        Step(
+            "sweep",
+            f"{plan.cases} cases × their CUDA implementations, one worker{rare}",
+            STARTUP_S + sum(e.seconds for e in plan.work),
+        ),
         Step("report", "charts, report.md, the bundle and the summary", REPORT_S),
     ]
     return plan
+
+
+@functools.lru_cache(maxsize=256)
+def cached_estimate(job: FamilyJob) -> Estimate:
+    """`estimate.job_estimate`, once per job: fitting tries the same narrowed jobs again."""
+    return estimate.job_estimate(job)

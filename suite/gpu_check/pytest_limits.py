@@ -5,7 +5,8 @@ survives the process. A test past $FUSEBENCH_TEST_TIMEOUT_S is interrupted by SI
 fails with TimeoutError and the session goes on); one stuck where no signal reaches it (inside a CUDA call)
 is recorded as `timeout` by a watchdog after a grace period, and the process leaves at once: the check then
 starts pytest again without the tests already in the ledger (`--deselect` is not needed: this plugin reads
-the ledger and deselects them).
+the ledger and deselects them). No test starts past $FUSEBENCH_TEST_DEADLINE (seconds since the epoch: the
+check's share of its budget for the tests), nor is let run past it: one not reached is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,22 @@ def _ledger() -> Path | None:
 
 
 def _limit() -> float:
-    return float(os.environ.get("FUSEBENCH_TEST_TIMEOUT_S", "0") or 0)
+    """The time the next test may take: its own limit, or the time left before the deadline where that is less."""
+    limit = float(os.environ.get("FUSEBENCH_TEST_TIMEOUT_S", "0") or 0)
+    left = _deadline() - time.time()
+    return min(limit, left) if limit > 0 else (left if left != float("inf") else 0.0)
+
+
+def _deadline() -> float:
+    return float(os.environ.get("FUSEBENCH_TEST_DEADLINE", "inf") or "inf")
+
+
+LATE = "not reached: the GPU check's deadline for its tests passed before this test could start"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if time.time() >= _deadline():
+        pytest.skip(LATE)
 
 
 def _write(entry: dict[str, Any]) -> None:
@@ -74,7 +91,7 @@ class TestTimeout(TimeoutError):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     limit = _limit()
-    if limit <= 0:
+    if limit <= 0:  # no limit, or none left: pytest_runtest_setup skips it
         yield
         return
 

@@ -43,15 +43,22 @@ class TestsResult:
 
 
 def run_tests(
-    args: list[str], ledger: Path, log: TextIO, timeout_s: float = TEST_TIMEOUT_S, restarts: int = 5
+    args: list[str],
+    ledger: Path,
+    log: TextIO,
+    timeout_s: float = TEST_TIMEOUT_S,
+    restarts: int = 5,
+    deadline: float = float("inf"),
 ) -> TestsResult:
-    """Run `pytest args` under the limits plugin until every collected test is recorded or no progress is made."""
+    """Run `pytest args` under the limits plugin until every collected test is recorded or no progress is made;
+    none starts past `deadline` (wall-clock seconds since the epoch: the child reads it) nor runs past it."""
     started = time.monotonic()
     env = {
         **os.environ,
         "FUSEBENCH_GPU_TESTS": "1",
         "FUSEBENCH_TEST_LEDGER": str(ledger),
         "FUSEBENCH_TEST_TIMEOUT_S": str(timeout_s),
+        "FUSEBENCH_TEST_DEADLINE": str(deadline),
     }
     command = [
         sys.executable,
