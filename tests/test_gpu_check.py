@@ -170,3 +170,14 @@ def test_the_dry_run_prints_the_stack_the_plan_and_what_a_gpu_would_run(capsys: 
     assert text.index("GPU ") < text.index("plan      --quick") < text.index("estimate  ≈") < text.index("dry run")
     assert "experiment=gpu_attention" in text and "pytest -p suite.gpu_check.pytest_limits" in text
     assert not Path("/tmp/never-written").exists()
+
+
+def test_the_bundle_is_named_for_its_gpu_and_time() -> None:
+    from datetime import datetime
+
+    from suite.gpu_check.main import bundle_name
+
+    when = datetime(2026, 12, 5, 14, 2, 11)
+    assert bundle_name("NVIDIA H200", when) == "h200_2026-12-05_14-02-11"
+    assert bundle_name("NVIDIA H100 80GB HBM3", when) == "h100_80gb_hbm3_2026-12-05_14-02-11"
+    assert bundle_name("", when) == "gpu_check_2026-12-05_14-02-11"

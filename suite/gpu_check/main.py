@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -42,7 +43,12 @@ class _Parser(argparse.ArgumentParser):
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=None, help="the bundle's folder (default results/gpu_check_<time>)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the bundle's folder (default results/<gpu>_<time>, e.g. results/h200_2026-12-05_14-02-11)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="each family at its summary case in float16, the device tests only"
     )
@@ -60,13 +66,20 @@ def say(lines: list[str], log: object = None) -> None:
             log.write(line + "\n")  # type: ignore[attr-defined]
 
 
+def bundle_name(gpu: str, when: datetime) -> str:
+    """`h200_2026-12-05_14-02-11`: the GPU's model (its vendor's name left out) and the time, the folder name
+    `results/` keeps a GPU's committed bundle under; `gpu_check_<time>` where no GPU answered."""
+    model = re.sub(r"[^a-z0-9]+", "_", gpu.lower().removeprefix("nvidia")).strip("_") or "gpu_check"
+    return f"{model}_{when:%Y-%m-%d_%H-%M-%S}"
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    out = args.out or plan.ROOT / "results" / f"gpu_check_{datetime.now():%Y-%m-%d_%H-%M-%S}"
-    if out.exists() and any(out.iterdir()) and not args.dry_run:
-        print(f"fusebench: error: gpu-check: --out {out} is not empty (name a new folder)", file=sys.stderr)
+    if args.out and args.out.exists() and any(args.out.iterdir()) and not args.dry_run:
+        print(f"fusebench: error: gpu-check: --out {args.out} is not empty (name a new folder)", file=sys.stderr)
         return 2
     found = stack.probe_child()
+    out = args.out or plan.ROOT / "results" / bundle_name(found.gpu.get("name", ""), datetime.now())
     say(stack.lines(found))
     the_plan = plan.make(args.quick)
     say(the_plan.lines())
