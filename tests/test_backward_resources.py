@@ -66,3 +66,16 @@ def test_backward_kernels_compile_for_sm90(key: KernelKey, module_cache: None) -
         assert k["backend"] == key.backend, k
         assert 0 < k["regs"] <= 255 and 0 < k["occupancy"] <= 1.0, k
         assert k["spill_store_bytes"] is not None and k["spill_load_bytes"] is not None, k
+
+
+def test_every_family_with_a_backward_has_cuda_backward_kernels() -> None:
+    """Each family with a backward pass has fused and unfused backward entries on all three CUDA backends."""
+    trained = [name for name, scn in scenarios.SCENARIOS.items()
+               if phases.phases_of(scn) != (phases.FORWARD,) and type(scn).__module__.startswith("scenarios.")]  # fmt: skip
+    assert trained
+    have = {(k.scenario, k.backend, k.variant) for k in KEYS}
+    for name in trained:
+        for backend in ("triton", "cupy", "numba"):
+            for variant in ("fused", "unfused"):
+                missing = backend in registry.REGISTRY.load_errors
+                assert (name, backend, variant) in have or missing, (name, backend, variant)
