@@ -190,11 +190,11 @@ def taught_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_swiglu_and_add_rmsnorm_in_a_taught_interpreter(
     family: str, params: dict, phase: str, taught_interpreter: None
 ) -> None:
-    """Both gradients (dresidual the copy of dx, published) and, in train, the output; what each keeps is what the
-    suite's fused variant keeps (a and b; h, rstd and γ). The RMSNorm backward runs as one program here (a CPU
-    has no SMs to count), walking every row."""
+    """Both gradients (dresidual the copy of dx, published) and, in train, the output; what each keeps is the
+    model's for Liger (a and b; h, rstd and γ, as the suite's fused variants). The RMSNorm backward runs as one
+    program here (a CPU has no SMs to count), walking every row."""
     _emulated()
     for dtype in ("float32", "float16"):
         out, ref, tol, launch = run_phase(family, "liger", "library", "cuda", phase, params, dtype)
         assert_close(out, ref, tol)
-        assert dict(launch.saves) == _saved_model(family, params, dtype)["fused"]
+        assert dict(launch.saves) == _saved_model(family, params, dtype)["liger/library"]
