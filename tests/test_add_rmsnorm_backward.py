@@ -94,3 +94,22 @@ def test_fused_saves_less_than_unfused() -> None:
     saves = {v: sum(run_phase("add_rmsnorm", "numba", v, "cpu", BACKWARD, p, "float32")[3].saves.values())
              for v in ("fused", "unfused")}  # fmt: skip
     assert saves == {"fused": 60 + 12 + 20, "unfused": 2 * 60 + 12 + 20}
+
+
+@pytest.mark.parametrize(("dtype", "s"), [("float32", 4), ("float16", 2)])
+def test_liger_ledger_matches_hand_count(dtype: str, s: int) -> None:
+    """3 × 5: a matrix 15·s bytes, a row statistic 12, γ and dweight 5·s, Liger's partials 132 rows of 5 float32
+    (one a program, a program an SM of an H100), 2640 bytes; dweight summed in float32 (20), then cast below it."""
+    p, m, w, part = params(3, 5, 64), 15 * s, 5 * s, 132 * 5 * 4
+    assert SCN.training.saved(SCN, p, dtype)["liger/library"] == {"h": m, "rstd": 12, "weight": w}
+    lg = phased(SCN, BACKWARD).ledger(p, dtype)["liger/library"]
+    cast = [(20, w)] if s != 4 else []
+    # dy[1], dy[0], h, rstd, γ -> dx (dresidual is published, untimed) and the partials; their sum; the cast
+    assert [(k.bytes_read, k.bytes_written) for k in lg.kernels] == [(3 * m + 12 + w, m + part), (part, 20), *cast]
+    held = 4 * m + w + m + 12 + w  # dy, dx, dresidual, dweight; h, rstd, γ
+    assert lg.peak_bytes == held + part + (20 if s != 4 else 0)
+    assert phased(SCN, BACKWARD).ledger(p, dtype)["library"].launches == 3  # torch's: unchanged
+    train = phased(SCN, TRAIN).ledger(p, dtype)["liger/library"]
+    # Liger's forward reads x, residual, γ and writes h, y and rstd once, then its backward
+    assert train.kernels[0].bytes_read == 2 * m + w and train.kernels[0].bytes_written == 2 * m + 12
+    assert train.launches == 1 + len(lg.kernels)

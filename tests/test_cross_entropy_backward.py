@@ -111,3 +111,25 @@ def test_fused_saves_only_the_gradient() -> None:
     assert sum(fused.saves.values()) < sum(unfused.saves.values())
     model = scenarios.get(FAMILY).training.saved(scenarios.get(FAMILY), WIDE, "float16")
     assert model["fused"] == dict(fused.saves) and model["unfused"] == dict(unfused.saves)
+
+
+@pytest.mark.parametrize(("dtype", "s"), [("float32", 4), ("float16", 2)])
+def test_liger_ledger_matches_a_hand_count(dtype: str, s: int) -> None:
+    """Liger keeps the gradient alone (as fused) and its backward scales it by dy in place."""
+    t, v = 5, 7
+    n, params = t * v, {"tokens": t, "vocab": v, "tile": 32}
+    scn = scenarios.get(FAMILY)
+    assert scn.training.saved(scn, params, dtype)["liger/library"] == {"dlogits": n * s}
+    lg = phases.phased(scn, phases.BACKWARD).ledger(params, dtype)["liger/library"]
+    # the row's copy of the saved gradient into dlogits, then element_mul reading dlogits and dy, writing dlogits
+    assert [(k.bytes_read, k.bytes_written, k.flops) for k in lg.kernels] == [(n * s, n * s, 0), (n * s + s, n * s, n)]
+    assert lg.peak_bytes == 3 * n * s + t * 8 + s  # logits, dlogits, targets, dy and the saved gradient
+    assert phases.modeled(phases.phased(scn, phases.BACKWARD).ledger(params, dtype), "torch", "library").launches == 2
+    train = phases.phased(scn, phases.TRAIN).ledger(params, dtype)["liger/library"]
+    # the step: the logits copied into dlogits, Liger's rows there (no dy read), the mean, then the scaling alone
+    assert [(k.bytes_read, k.bytes_written) for k in train.kernels] == [
+        (n * s, n * s),
+        (n * s + t * 8, t * 4 + n * s),
+        (t * 12, s),
+        (n * s + s, n * s),
+    ]

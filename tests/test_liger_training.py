@@ -2,10 +2,11 @@
 
 Rope, cross-entropy and linear cross-entropy run there: their gradients (and, in train, their outputs) against
 the float64 references on odd shapes with ignored tokens and KV heads fewer than heads, float32 and float16;
-what each forward keeps (Liger's own saved tensors); and that launching a row again gives the same answer, since
-Liger's backward kernels work in place. Its SwiGLU and fused add + RMSNorm kernels cannot run in the interpreter
-and say so as `Unsupported`; a test here teaches the interpreter the two things they need (below), so that the
-suite's direct launches of them, argument by argument, are checked without a GPU too.
+what each forward keeps (Liger's own saved tensors, and what the family's model says Liger's row keeps); and that
+launching a row again gives the same answer, since Liger's backward kernels work in place. Its SwiGLU and fused
+add + RMSNorm kernels cannot run in the interpreter and say so as `Unsupported`; a test here teaches the
+interpreter the two things they need (below), so that the suite's direct launches of them, argument by argument,
+are checked without a GPU too.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def test_cross_entropy(phase: str) -> None:
         s = np.dtype(dtype).itemsize
         # what LigerCrossEntropyFunction saves: the gradient, as the suite's fused variant
         assert dict(launch.saves) == {"dlogits": params["tokens"] * params["vocab"] * s}
-        assert dict(launch.saves) == _saved_model("cross_entropy", params, dtype)["fused"]
+        assert dict(launch.saves) == _saved_model("cross_entropy", params, dtype)["liger/library"]
 
 
 ROPE = (
@@ -67,7 +68,9 @@ def test_rope(phase: str) -> None:
     for params, dtype in ((ROPE[0], "float32"), (ROPE[1], "float32"), (ROPE[1], "float16")):
         out, ref, tol, launch = run_phase("rope", "liger", "library", "cuda", phase, params, dtype)
         assert_close(out, ref, tol)
-        assert dict(launch.saves) == _saved_model("rope", params, dtype)["library"]  # cos and sin
+        # cos and sin: Liger's rope keeps what the family's `library` entry says (the model has no Liger entry)
+        model = _saved_model("rope", params, dtype)
+        assert "liger/library" not in model and dict(launch.saves) == model["library"]
 
 
 LCE = (
@@ -87,6 +90,7 @@ def test_linear_cross_entropy(phase: str) -> None:
         t, h, v, s = params["tokens"], params["hidden"], params["vocab"], np.dtype(dtype).itemsize
         # what LigerFusedLinearCrossEntropyFunction saves: both gradients, nothing of the vocabulary × tokens
         assert dict(launch.saves) == {"dhidden": t * h * s, "dweight": h * v * s}
+        assert dict(launch.saves) == _saved_model("linear_cross_entropy", params, dtype)["liger/library"]
 
 
 def _launched_three_times(family: str, phase: str, params: dict) -> list[dict[str, np.ndarray]]:
@@ -190,11 +194,11 @@ def taught_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_swiglu_and_add_rmsnorm_in_a_taught_interpreter(
     family: str, params: dict, phase: str, taught_interpreter: None
 ) -> None:
-    """Both gradients (dresidual the copy of dx, published) and, in train, the output; what each keeps is what the
-    suite's fused variant keeps (a and b; h, rstd and γ). The RMSNorm backward runs as one program here (a CPU
-    has no SMs to count), walking every row."""
+    """Both gradients (dresidual the copy of dx, published) and, in train, the output; what each keeps is the
+    model's for Liger (a and b; h, rstd and γ, as the suite's fused variants). The RMSNorm backward runs as one
+    program here (a CPU has no SMs to count), walking every row."""
     _emulated()
     for dtype in ("float32", "float16"):
         out, ref, tol, launch = run_phase(family, "liger", "library", "cuda", phase, params, dtype)
         assert_close(out, ref, tol)
-        assert dict(launch.saves) == _saved_model(family, params, dtype)["fused"]
+        assert dict(launch.saves) == _saved_model(family, params, dtype)["liger/library"]

@@ -102,3 +102,37 @@ def test_fused_saves_nothing_of_vocabulary_size() -> None:
     assert sum(unfused.saves.values()) - sum(fused.saves.values()) == t * v * 4 - t * 4
     model = scenarios.get(FAMILY).training.saved(scenarios.get(FAMILY), params, "float32")
     assert model["fused"] == dict(fused.saves) and model["unfused"] == dict(unfused.saves)
+
+
+@pytest.mark.parametrize(("dtype", "s"), [("float32", 4), ("float16", 2)])
+def test_liger_ledger_matches_a_hand_count(dtype: str, s: int) -> None:
+    """Liger keeps both gradients (its forward computes them); its row copies them into the suite's, then Liger
+    checks dy against 1 and scales each in place by dy, a float32 scalar."""
+    t, h, v = 5, 3, 7
+    params = {"tokens": t, "hidden": h, "vocab": v, "chunk": 2, "tile": 32}
+    th, hv = t * h * s, h * v * s
+    scn = scenarios.get(FAMILY)
+    assert scn.training.saved(scn, params, dtype)["liger/library"] == {"dhidden": th, "dweight": hv}
+    lg = phases.phased(scn, phases.BACKWARD).ledger(params, dtype)["liger/library"]
+    assert [(k.bytes_read, k.bytes_written, k.flops) for k in lg.kernels] == [
+        (th, th, 0),  # copy of the saved dhidden
+        (hv, hv, 0),  # copy of the saved dweight
+        (8, 1, 1),  # torch.equal(dy, 1)
+        (th + 4, th, t * h),  # dhidden ·= dy
+        (hv + 4, hv, h * v),  # dweight ·= dy
+    ]
+    held = 2 * (th + hv) + t * 8 + s  # hidden, W, dhidden, dweight, targets, dy
+    assert lg.peak_bytes == held + th + hv  # and Liger's saved gradients
+    train = phases.phased(scn, phases.TRAIN).ledger(params, dtype)["liger/library"]
+    forward = scn.ledger(params, dtype)["library"]  # Liger's forward row, at its own chunk of 2: 2, 2, 1 tokens
+    extra = [k for k in train.kernels if k.name not in {f.name for f in forward.kernels}]
+    # its zeroed dweight; per chunk the gradient written over the logits, dhidden's GEMM and dweight's (in place
+    # below float32, a product and its add at float32); the loss copied into y; the check and the two scalings
+    per_chunk = 3 if s == 2 else 4
+    assert len(extra) == 1 + 3 * per_chunk + 1 + 3 and train.launches == forward.launches + 1 + 3 * (per_chunk - 1) + 4
+    grads = [k for k in train.kernels if k.name.startswith("dhidden = g")]
+    assert [(k.bytes_read, k.bytes_written) for k in grads] == [(m * v * s + hv, m * h * s) for m in (2, 2, 1)]
+    written = train.bytes_written - forward.bytes_written
+    products = 3 * hv if s == 2 else 6 * hv  # dweight written once a chunk; at float32 the product too
+    assert written == hv + t * v * s + t * h * s + products + s + 1 + th + hv
+    assert "copy" not in " ".join(k.name for k in train.kernels[-3:])  # no saved gradient copied in a step

@@ -62,7 +62,20 @@ def test_backward_ledger_matches_hand_count() -> None:
     moved = {v: train[v].bytes_read + train[v].bytes_written for v in ("unfused", "fused")}
     assert moved == {"unfused": 14 * t, "fused": 8 * t}
     assert (train["unfused"].launches, train["fused"].launches) == (5, 2)
-    assert set(lg) == {"fused", "unfused", "eager", "compiled"}
+    assert set(lg) == {"fused", "unfused", "eager", "compiled", "liger/library"}
+
+
+def test_liger_ledger_matches_hand_count() -> None:
+    """3 × 5 float16: 30 bytes a tensor. Liger keeps a and b; its row copies them into da and db, where its one
+    kernel reads dy, a and b and writes the gradients in place."""
+    params, t = {"rows": 3, "cols": 5}, 30
+    assert SCN.training.saved(SCN, params, "float16")["liger/library"] == {"a": t, "b": t}
+    lg = phased(SCN, BACKWARD).ledger(params, "float16")["liger/library"]
+    assert [(k.bytes_read, k.bytes_written) for k in lg.kernels] == [(t, t), (t, t), (3 * t, 2 * t)]
+    assert lg.flops == 10 * 15 and lg.peak_bytes == 5 * t  # a, b, dy, da, db
+    train = phased(SCN, TRAIN).ledger(params, "float16")["liger/library"]
+    # Liger's forward (a, b in; y out), then the backward with its copies
+    assert (train.launches, train.bytes_read + train.bytes_written) == (4, 3 * t + 4 * t + 5 * t)
 
 
 def test_fused_saves_less_than_unfused() -> None:

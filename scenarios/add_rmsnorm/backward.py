@@ -31,6 +31,12 @@ What each variant keeps from its forward (N = rows·cols elements of s bytes, R 
   γ: 2·N·s + 8·R + cols·s.
 - library (the add, then F.rms_norm): on the CPU torch's rms_norm is a composite computing in float32, whose
   autograd keeps h and the normalised h in float32 (2·N·4 at any dtype), rstd (R·4) and γ.
+- liger/library (Liger's `LigerFusedAddRMSNormFunction`, backends/liger/add_rmsnorm_training.py): h, rstd and γ,
+  as fused. Its backward is one kernel on one program per SM (`LIGER_PROGRAMS`, the sm_90 parts the suite runs
+  on), each walking its share of the rows once (a row is one block, however wide) and writing dx, not dresidual
+  (the row publishes dx's copy into dresidual after the launch, untimed), and its own float32 row of dweight's
+  partials (every program writes one, rows or none); then torch's sum of the partials into a float32 dweight
+  and, below float32, the cast into the suite's.
 """
 
 from __future__ import annotations
@@ -42,12 +48,16 @@ from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_p
 from suite.core.numerics import FLOOR, rel_err
 from suite.core.phases import Backward
 from suite.core.scenario import Params, Scenario
+from suite.kit.launch_shape import NOMINAL
 
 PARTIAL_BLOCKS = 32
 """At most this many row blocks, each with its own float32 row of dweight's partial sums."""
 ROWS_PER_PARTIAL = 16
 """At least this many rows a block (but one block for fewer rows), so partials stay small beside the matrices."""
 EPS32 = np.float32(1e-5)
+LIGER_PROGRAMS = NOMINAL.sms
+"""Liger's backward launches one program per SM, each with its own row of dweight's partials: 132 on the sm_90
+parts (H100 SXM, H200) the suite's CUDA rows run on."""
 
 
 def partial_rows(rows: int) -> int:
@@ -138,18 +148,25 @@ class AddRMSNormBackward(Backward):
             "unfused": {"h": n, "ms": stat, "hhat": n, "weight": w},
             "eager": {"h": n, "norm": stat, "rstd": stat, "hhat": n, "weight": w},
             "library": {"h (float32)": rows * cols * 4, "hhat (float32)": rows * cols * 4, "rstd": stat, "weight": w},
+            "liger/library": fused,
         }
 
     def backward_ledger(self, scn: Scenario, params: Params, dtype: str) -> dict[str, VariantLedger]:
         return backward_ledger(params, dtype)
 
     def forward_ledger(self, scn: Scenario, params: Params, dtype: str) -> dict[str, VariantLedger]:
-        """The forward's ledger; fused and compiled also write rstd (rows·4), which they save."""
+        """The forward's ledger; fused and compiled also write rstd (rows·4), which they save. Liger's forward is
+        one kernel too (each row in one block, read once), writing h, y and rstd: compiled's traffic."""
         forward, stat = scn.ledger(params, dtype), params["rows"] * STAT_BYTES
         for v in ("fused", "compiled"):
             (k,) = forward[v].kernels
             more = FusedTraffic(k.name, k.bytes_read, k.bytes_written + stat, k.flops, getattr(k, "reread_bytes", 0))
             forward[v] = VariantLedger(v, (more,), forward[v].removed, forward[v].peak_bytes + stat)
+        (k,) = forward["compiled"].kernels
+        liger = FusedTraffic("add_rmsnorm (Liger)", k.bytes_read, k.bytes_written, k.flops)
+        forward["liger/library"] = VariantLedger(
+            "liger/library", (liger,), forward["compiled"].removed, forward["compiled"].peak_bytes
+        )
         return forward
 
 
@@ -203,4 +220,25 @@ def backward_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
         "fused": one("fused", reread),
         "compiled": one("compiled", 0),
         "library": VariantLedger("library", library, peak_bytes=together + mat),
+        "liger/library": liger_ledger(params, dtype),
     }
+
+
+def liger_ledger(params: Params, dtype: str) -> VariantLedger:
+    """Liger's backward (see the module docstring): its kernel reads dy's two halves, h, rstd and γ once and
+    writes dx and `LIGER_PROGRAMS` rows of float32 partials; torch's sum of them into a float32 row; below float32
+    the copy of that row into dweight (a cast, timed). Its peak holds dy, the gradients, what the forward kept,
+    the partials (allocated when the row is built, held throughout) and the float32 row where it is not dweight."""
+    rows, cols = params["rows"], params["cols"]
+    s, n = np.dtype(dtype).itemsize, rows * cols
+    mat, stat, w = n * s, rows * STAT_BYTES, cols * s
+    part, total = LIGER_PROGRAMS * cols * 4, cols * 4
+    kernels = (
+        KernelTraffic("add_rmsnorm backward (Liger)", 3 * mat + stat + w, mat + part, 11 * n),
+        KernelTraffic("dweight = Σ partials (torch.sum)", part, total, part // 4),
+    )
+    if s != 4:
+        kernels += (KernelTraffic("dweight cast to the case's dtype", total, w, 0),)
+    held = 4 * mat + w + mat + stat + w  # dy's two halves, dx, dresidual, dweight; h, rstd, γ kept
+    removed = (Intermediate("dhhat", n, s), Intermediate("dms", rows, STAT_BYTES))
+    return VariantLedger("liger/library", kernels, removed, held + part + (total if s != 4 else 0))

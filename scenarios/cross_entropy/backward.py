@@ -23,6 +23,12 @@ What each variant keeps from its forward (measured for torch with saved_tensors_
 - compiled (AOTAutograd): the logits (an input kept alive, n·s), each row's max and log-sum-exp (float32),
   the mask and the index: the partitioner recomputes softmax in the backward instead of saving it (on a case
   as tiny as 4 × 5 it recomputes the row statistics too; the model keeps the larger cases' choice).
+- liger/library (Liger's `LigerCrossEntropyFunction`, backends/liger/cross_entropy_training.py): the gradient
+  alone, n·s, as fused. Its backward scales that gradient by dy in place (`element_mul_kernel`: dlogits and dy
+  read, dlogits written); in the backward phase the row first copies the saved gradient into the suite's
+  dlogits, as fused does, so a second launch does not scale it twice. In a training step Liger's forward writes
+  straight into dlogits (after its own copy of the logits there, which it overwrites) and the backward is the
+  scaling alone (`forward_ledger`, `ledger`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import numpy as np
 from scenarios.cross_entropy import constants as ce
 from suite.core.ledger import Intermediate, KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
-from suite.core.phases import BACKWARD, Backward
+from suite.core.phases import BACKWARD, Backward, train_ledger
 from suite.core.scenario import Params, Scenario
 
 GRAD_FLOPS = 2
@@ -77,7 +83,14 @@ def saved_bytes(tokens: int, vocab: int, s: int) -> dict[str, dict[str, int]]:
         "eager": {"logp (float32)": n * 4, "index": tb, "keep": tokens, "counted": 8},
         "library": {"logp": n * s, "targets": tb, "total_weight": s},
         "compiled": {"logits": n * s, "row max": tokens * 4, "logsumexp": tokens * 4, "keep": tokens, "index": tb},
+        "liger/library": {"dlogits": n * s},
     }
+
+
+def liger_scale(tokens: int, vocab: int, s: int) -> KernelTraffic:
+    """Liger's backward: the saved gradient scaled by dy in place (`element_mul_kernel`, one program a token)."""
+    n = tokens * vocab
+    return KernelTraffic("dlogits ·= dy in place (Liger's element_mul)", n * s + s, n * s, n)
 
 
 def backward_kernels(tokens: int, vocab: int, s: int) -> dict[str, tuple]:
@@ -105,6 +118,8 @@ def backward_kernels(tokens: int, vocab: int, s: int) -> dict[str, tuple]:
             {"dlogp": n * s, "grad": n * s},
         ),
         "compiled": ((fused_inductor,), [(("dy",), ("grad",))], {"grad": n * s}),
+        # the row's timed copy of the saved gradient into dlogits (backward phase), then Liger's in-place scaling
+        "liger/library": ((copy, liger_scale(tokens, vocab, s)), [], {}),
     }
 
 
@@ -158,12 +173,27 @@ class CrossEntropyBackward(Backward):
         held = 2 * n * s + tokens * ce.TARGET_BYTES + 2 * s  # logits, dlogits, targets, dy, the loss
         peak = held + tokens * ce.LOSS_BYTES
         out["fused"] = VariantLedger("fused", (writing, mean), (Intermediate("log-softmax", n, s),), peak)
+        # Liger's: the row's timed copy of the logits into dlogits (its kernel overwrites its input), then its row
+        # kernel there, writing the unscaled gradient (dy is not read until the backward), and the sum of the losses
+        copy = KernelTraffic("copy of the logits into dlogits (Liger works in place)", n * s, n * s, 0)
+        liger = KernelTraffic(
+            "cross-entropy rows writing dlogits (Liger)",
+            rows.bytes_read,
+            rows.bytes_written + n * s,
+            rows.flops + GRAD_FLOPS * n + tokens,
+        )
+        out["liger/library"] = VariantLedger("liger/library", (copy, liger, mean), peak_bytes=peak)
         return out
 
     def ledger(self, scn: Scenario, params: Params, dtype: str, phase: str) -> dict[str, VariantLedger]:
         """As `Backward.ledger`, but a fused training step is its forward alone: that forward writes the
-        gradient into its buffer, and the backward's copy exists only in the backward phase."""
+        gradient into its buffer, and the backward's copy exists only in the backward phase. Liger's step is its
+        forward and its in-place scaling, no copy of the gradient either."""
         out = super().ledger(scn, params, dtype, phase)
         if phase != BACKWARD:
-            out["fused"] = self.forward_ledger(scn, params, dtype)["fused"]
+            forward = self.forward_ledger(scn, params, dtype)
+            out["fused"] = forward["fused"]
+            tokens, vocab, s = params["tokens"], params["vocab"], np.dtype(dtype).itemsize
+            scale = VariantLedger("liger/library", (liger_scale(tokens, vocab, s),))
+            out["liger/library"] = train_ledger(forward["liger/library"], scale)  # scaled where it was written
         return out

@@ -20,7 +20,15 @@ What each variant keeps from its forward:
   the log-softmax (T·V·s), targets, total_weight (s).
 - compiled (AOTAutograd): hidden, weight, the logits (T·V·s, the GEMM's output), each row's max and
   log-sum-exp (float32), targets and the count (4).
-torch has no linear cross-entropy of its own (the family's library is Liger's, on CUDA): no `library` here.
+- liger/library (Liger's `LigerFusedLinearCrossEntropyFunction`, backends/liger/linear_cross_entropy_training.py):
+  both gradients, dhidden (T·H·s) and dweight (H·V·s), which its forward computes; nothing of the hidden
+  states, the weight or the vocabulary × tokens. Its backward checks dy against 1 (`torch.equal`, a host sync;
+  dy is handed as autograd hands it, a float32 scalar) and scales each gradient by it in place
+  (`element_mul_kernel`, twice). In the backward phase the row first copies the saved gradients into the
+  suite's dhidden and dweight (timed), so a second launch does not scale them twice. In a training step its
+  forward does the gradients' work (`forward_ledger`) and the backward is the check and the scaling alone, of
+  Liger's own tensors (copied into the suite's after the launch, untimed).
+torch has no linear cross-entropy of its own (the family's library is Liger's, on CUDA): no bare `library` here.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from scenarios.cross_entropy.constants import LOSS_BYTES, TARGET_BYTES
 from scenarios.linear_cross_entropy import chunks as lce
 from suite.core.ledger import KernelTraffic, VariantLedger, live_peak
 from suite.core.numerics import rel_err
-from suite.core.phases import Backward
+from suite.core.phases import BACKWARD, Backward, train_ledger
 from suite.core.scenario import Params, Scenario
 from suite.core.tolerances import Tolerance
 
@@ -59,7 +67,22 @@ def saved_bytes(t: int, h: int, v: int, s: int) -> dict[str, dict[str, int]]:
         "unfused": {**inputs, "logp": t * v * s},
         "eager": {**inputs, "logp": t * v * s, "total_weight": s},
         "compiled": {**inputs, "logits": t * v * s, "row max": t * 4, "logsumexp": t * 4, "counted": 4},
+        "liger/library": {"dhidden": t * h * s, "dweight": h * v * s},
     }
+
+
+LIGER_DY = 4
+"""Liger's loss is float32 at every dtype: its backward reads the upstream gradient as a float32 scalar."""
+
+
+def liger_scaling(t: int, h: int, v: int, s: int) -> tuple[KernelTraffic, ...]:
+    """Liger's backward: dy compared with 1 (`torch.equal`: dy and the constant read, a bool written, then a host
+    sync), then dhidden and dweight scaled by dy in place (`element_mul_kernel` over each)."""
+    return (
+        KernelTraffic("dy == 1 (torch.equal, a host sync)", 2 * LIGER_DY, 1, 1),
+        KernelTraffic("dhidden ·= dy in place (Liger's element_mul)", t * h * s + LIGER_DY, t * h * s, t * h),
+        KernelTraffic("dweight ·= dy in place (Liger's element_mul)", h * v * s + LIGER_DY, h * v * s, h * v),
+    )
 
 
 def _grad_gemms(n: int, h: int, v: int, s: int, what: str) -> tuple[KernelTraffic, ...]:
@@ -89,8 +112,14 @@ def backward_kernels(t: int, h: int, v: int, c: int, s: int) -> dict[str, tuple]
     softmax = KernelTraffic("log-softmax backward", 2 * n * s, n * s, 3 * n)
     inductor = KernelTraffic("generated softmax backward", n * s + t * (4 + 4) + tb + s, n * s, GRAD_FLOPS * n + t)
     mm = _grad_gemms(t, h, v, s, "every token")
+    # Liger's row: the timed copies of its saved gradients into the suite's dhidden and dweight, then its scaling
+    copies = (
+        KernelTraffic("copy of the saved dhidden (Liger scales in place)", t * h * s, t * h * s, 0),
+        KernelTraffic("copy of the saved dweight (Liger scales in place)", h * v * s, h * v * s, 0),
+    )
     return {
         "unfused": (unfused, [((), ("g",)), (("g",), ()), (("g",), ())], {"g": n * s}),
+        "liger/library": ((*copies, *liger_scaling(t, h, v, s)), [], {}),
         "fused": (tuple(fused), [], {}),
         "eager": (
             (nll, softmax, *mm),
@@ -157,6 +186,8 @@ class LinearCrossEntropyBackward(Backward):
                 spans = lce.chunks(t, c)
                 scratch = h * v * 4 if len(spans) > 1 else 0
                 peak = held + kept + max(b - a for a, b in spans) * v * s + scratch
+            elif variant == "liger/library":
+                peak = held + kept  # its saved gradients beside the suite's
             else:
                 peak = live_peak(held + kept, accesses, sizes)
             out[variant] = VariantLedger(variant, kernels, peak_bytes=peak)
@@ -184,4 +215,53 @@ class LinearCrossEntropyBackward(Backward):
         out["unfused"] = VariantLedger(
             "unfused", (gemm, log_softmax, gather, mean), peak_bytes=out["unfused"].peak_bytes
         )
+        out["liger/library"] = liger_forward(out["library"], params, s)
         return out
+
+    def ledger(self, scn: Scenario, params: Params, dtype: str, phase: str) -> dict[str, VariantLedger]:
+        """As `Backward.ledger`, but Liger's training step is its forward (which computes both gradients) and
+        its scaling alone: its row copies no saved gradient there."""
+        out = super().ledger(scn, params, dtype, phase)
+        if phase != BACKWARD:
+            t, h, v, s = params["tokens"], params["hidden"], params["vocab"], np.dtype(dtype).itemsize
+            scale = VariantLedger("liger/library", liger_scaling(t, h, v, s))
+            out["liger/library"] = train_ledger(self.forward_ledger(scn, params, dtype)["liger/library"], scale)
+        return out
+
+
+def liger_forward(library: VariantLedger, params: Params, s: int) -> VariantLedger:
+    """Liger's forward with gradients, in a training step: its forward row's ledger (`library`, at its own chunk)
+    with its zeroed dweight, each chunk's cross-entropy kernel also writing the chunk's gradient over its logits,
+    then dhidden[chunk] = g · W (into its zeroed dhidden) and g's product with the chunk's hidden states added into
+    dweight: in place (`addmm`) below float32, a float32 product then its add at float32; finally the loss (a
+    float32 scalar) copied into the suite's y. Its peak: the forward row's, dy, the suite's two gradients,
+    Liger's dweight and, at float32, the product."""
+    from scenarios.linear_cross_entropy.scenario import liger_chunk  # the scenario module imports this one
+
+    t, h, v = params["tokens"], params["hidden"], params["vocab"]
+    hv = h * v * s
+    spans = iter(lce.chunks(t, liger_chunk(t, h, v)))
+    kernels: list[KernelTraffic] = []
+    for k in library.kernels:
+        if not k.name.startswith("cross-entropy rows"):
+            kernels.append(k)
+            if k.name.startswith("zeroed gradient buffer"):
+                kernels.append(KernelTraffic("zeroed dweight buffer (Liger's)", 0, hv, 0))
+            continue
+        a, b = next(spans)
+        m, what = b - a, f"tokens {a}..{b - 1}"
+        more = KernelTraffic(
+            k.name + " writing g", k.bytes_read, k.bytes_written + m * v * s, k.flops + GRAD_FLOPS * m * v
+        )
+        kernels.append(more)
+        kernels.append(KernelTraffic(f"dhidden = g · W ({what})", (m * v * s + hv), m * h * s, 2 * m * h * v))
+        if s == 4:
+            kernels.append(KernelTraffic(f"gᵀ · hidden ({what})", (m * v + m * h) * s, hv, 2 * m * h * v))
+            kernels.append(KernelTraffic(f"dweight += gᵀ · hidden ({what})", 2 * hv, hv, h * v))
+        else:
+            kernels.append(
+                KernelTraffic(f"dweight += gᵀ · hidden, addmm ({what})", (m * v + m * h) * s + hv, hv, 2 * m * h * v)
+            )
+    kernels.append(KernelTraffic("loss copied into y", LOSS_BYTES, s, 0))
+    peak = library.peak_bytes + s + t * h * s + hv + hv + (hv if s == 4 else 0)
+    return VariantLedger("liger/library", tuple(kernels), library.removed, peak)

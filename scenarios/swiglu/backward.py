@@ -14,7 +14,11 @@ What each variant keeps from its forward (N = rows·cols elements of s bytes):
 - eager: autograd of F.silu(a) · b keeps a (silu's input), s and b (the product's two operands): 3·N·s.
 - compiled: AOTAutograd's partitioner recomputes pointwise silu rather than save it, so it keeps a and b: 2·N·s;
   its backward is one generated kernel, the fused one's traffic.
-The library variant (Liger's kernel, CUDA) has no backward here.
+- liger/library (Liger's `LigerSiLUMulFunction`, backends/liger/swiglu_training.py): a and b, as fused. Its
+  backward kernel overwrites a and b with da and db in place; the suite's a and b are inputs, so the row first
+  copies a into da and b into db (two copy kernels, N·s each way, timed) and the kernel reads dy, da and db
+  and writes da and db: the fused traffic plus 4·N·s of copies.
+torch has no SwiGLU of its own (the family's library is Liger's, on CUDA): no bare `library` here.
 """
 
 from __future__ import annotations
@@ -75,24 +79,34 @@ class SwiGLUBackward(Backward):
     def saved(self, scn: Scenario, params: Params, dtype: str) -> dict[str, dict[str, int]]:
         n = params["rows"] * params["cols"] * np.dtype(dtype).itemsize
         inputs = {"a": n, "b": n}
-        return {"fused": inputs, "compiled": inputs, "unfused": {**inputs, "s": n}, "eager": {**inputs, "s": n}}
+        return {
+            "fused": inputs,
+            "compiled": inputs,
+            "unfused": {**inputs, "s": n},
+            "eager": {**inputs, "s": n},
+            "liger/library": inputs,
+        }
 
     def backward_ledger(self, scn: Scenario, params: Params, dtype: str) -> dict[str, VariantLedger]:
         """Unfused: three kernels reading 6·N·s and writing 3·N·s; fused: one reading a, b, dy (3·N·s) and
         writing da, db (2·N·s). Held throughout: what the forward saved, dy and the two gradients; unfused, the
-        temporary ds lives from the kernel that writes it to silu's backward."""
+        temporary ds lives from the kernel that writes it to silu's backward. Liger's: the fused kernel after its
+        row's two copies."""
         n, s = params["rows"] * params["cols"], np.dtype(dtype).itemsize
         unfused = tuple(KernelTraffic(name, len(r) * n * s, n * s, f * n) for name, r, _, f in BACKWARD_STEPS)
         grads_and_dy, kept = 3 * n * s, 3 * n * s  # dy, da, db; unfused keeps a, b and s
         apart = live_peak(grads_and_dy + kept, [(r, (w,)) for _, r, w, _ in BACKWARD_STEPS], {"ds": n * s})
 
-        def one(name: str) -> VariantLedger:
+        def one(name: str, *before: KernelTraffic) -> VariantLedger:
             kernel = KernelTraffic(f"swiglu backward ({name})", 3 * n * s, 2 * n * s, FUSED_FLOPS * n)
-            return VariantLedger(name, (kernel,), (Intermediate("ds", n, s),), grads_and_dy + 2 * n * s)
+            return VariantLedger(name, (*before, kernel), (Intermediate("ds", n, s),), grads_and_dy + 2 * n * s)
 
+        # Liger's row copies a into da and b into db (timed), where its kernel then works in place
+        copies = tuple(KernelTraffic(f"copy of {x} into d{x} (Liger works in place)", n * s, n * s, 0) for x in "ab")
         return {
             "unfused": VariantLedger("unfused", unfused, peak_bytes=apart),
             "eager": VariantLedger("eager", unfused, peak_bytes=apart),
             "fused": one("fused"),
             "compiled": one("compiled"),
+            "liger/library": one("liger/library", *copies),
         }
