@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from suite.core import fusion, targets
+from suite.core import fusion, phases, targets
 from suite.core.registry import KernelKey
 from suite.core.row import params_json
 from suite.core.scenario import SCENARIOS
@@ -151,7 +151,7 @@ class Bench:
             return Prepared(case, skip=f"{avail.status}: {avail.reason}")
         if avail.mode != targets.NATIVE:
             return Prepared(case, skip=f"{avail.mode}, not timed here: {avail.target.probe().reason}")
-        lg = scn.ledger(job.params, job.dtype).get(key.variant)
+        lg = phases.modeled(scn.ledger(job.params, job.dtype), key.backend, key.variant)
         ledger = Ledger.of(lg, key.device) if lg is not None else None
         assert self._data is not None
         built, _resources = check.build_and_check(key, avail, job, self._data, scn)
