@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from suite.core.phases import FORWARD, TRAIN
 from suite.gpu_check import estimate, fit
 from suite.gpu_check.estimate import Estimate
 from suite.gpu_check.jobs import CHECK_TIMING, FamilyJob, family_jobs, measured_families
@@ -194,8 +195,9 @@ at the sweep's sizes); the families measured on a GPU before lose theirs first."
 
 def make(quick: bool, tests: list[str] | None = None) -> Plan:
     """The plan of a check; `tests` (the gpu tests' node ids) are collected where not given. A sweep over what the
-    budget leaves after the tests is cut to fit (`fit`); where that would drop a family's forward, a family's
-    awkward-shapes test (AWKWARD_TEST) goes first, and the plan says so."""
+    budget leaves after the tests is cut to fit (`fit`); where that would drop a family's train step, or failing
+    that its forward, families' awkward-shapes tests (AWKWARD_TEST; `pytest -m gpu` still runs them) go first, as
+    many as that takes and only where it is enough, and the plan says so."""
     plan = Plan(quick, test_args=QUICK_TESTS if quick else TESTS)
     nodes = collect_tests(plan.test_args) if tests is None else tests
     jobs = family_jobs(quick, measured_families(ROOT / "results"))
@@ -204,18 +206,25 @@ def make(quick: bool, tests: list[str] | None = None) -> Plan:
     spare = sorted(
         (n for n in nodes if n.startswith(AWKWARD_TEST)), key=lambda n: -order.get(n[len(AWKWARD_TEST) : -1], 0)
     )
-    left_out: list[str] = []
-    while True:
-        kept = [n for n in nodes if n not in left_out]
-        plan.tests, plan.family_tests = len(kept), sum(map(is_family_test, kept))
-        tests_s = STARTUP_S / 2 + plan.family_tests * FAMILY_TEST_S + (plan.tests - plan.family_tests) * TEST_S
-        plan.work, plan.dropped = fit.fit(work, plan.budget_s - tests_s - STARTUP_S - REPORT_RESERVE_S, cached_estimate)
-        if len({e.job.family for e in plan.work}) == len(order) or len(left_out) == len(spare):
+    spare_s = lambda tests_s: plan.budget_s - tests_s - STARTUP_S - REPORT_RESERVE_S
+    for phases_kept in ((FORWARD, TRAIN), (FORWARD,)):
+        wanted = {(e.job.family, e.job.phase) for e in work if e.job.phase in phases_kept}
+        left_out: list[str] = []
+        while True:
+            kept = [n for n in nodes if n not in left_out]
+            plan.tests, plan.family_tests = len(kept), sum(map(is_family_test, kept))
+            tests_s = STARTUP_S / 2 + plan.family_tests * FAMILY_TEST_S + (plan.tests - plan.family_tests) * TEST_S
+            plan.work, plan.dropped = fit.fit(work, spare_s(tests_s), cached_estimate)
+            reached = {(e.job.family, e.job.phase) for e in plan.work} >= wanted
+            if reached or len(left_out) == len(spare):
+                break
+            left_out.append(spare[len(left_out)])
+        if reached or phases_kept == (FORWARD,):  # tests are given up only for what they buy
             break
-        left_out.append(spare[len(left_out)])
     plan.test_args = [*plan.test_args, *(a for node in left_out for a in ("--deselect", node))]
     plan.dropped += [
-        f"dropped   gpu test {node}: so that every family's forward fits (≈ {FAMILY_TEST_S:.0f} s)" for node in left_out
+        f"dropped   gpu test {node}: so that every family's {' and '.join(phases_kept)} fits (≈ {FAMILY_TEST_S:.0f} s)"
+        for node in left_out
     ]
     rare = f", torch.compile at each summary case only ({plan.rare_skipped} rows skipped)" if plan.rare_skipped else ""
     plan.steps = [
