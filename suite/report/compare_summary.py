@@ -63,10 +63,15 @@ def machine_moved(lines: pd.DataFrame) -> list[str]:
     if not smallest.empty:
         level = {"canary": "its level across cases set by the canary", "implementations": "its level where the "
                  "median implementation did not change (no canary)"}.get(lines.attrs.get("anchor", ""), "")  # fmt: skip
+        drift = lines.attrs.get("drift", 0.0)
+        beyond = (
+            f"beyond it and their own intervals they scattered by ±{drift:.1%} (σ), which every interval includes"
+            if drift > 0
+            else "beyond it their own intervals explain their scatter"
+        )
         out.append(
-            f"each case's rows moved together by a machine factor fitted from them ({level}); beyond it and their "
-            f"own intervals they scattered by ±{lines.attrs.get('drift', 0.0):.1%} (σ), which every interval "
-            f"includes: the smallest change this pair can tell is {smallest.median():.1%} for the typical row "
+            f"each case's rows moved together by a machine factor fitted from them ({level}); {beyond}: "
+            f"the smallest change this pair can tell is {smallest.median():.1%} for the typical row "
             f"(10th–90th percentile {smallest.quantile(0.1):.1%}–{smallest.quantile(0.9):.1%}; "
             "`python -m suite noise` gives it per family)"
         )
