@@ -197,6 +197,14 @@ def test_compare_flags_a_memory_regression() -> None:
     assert compare_stats.memory_grew({}, 0.05) == ""  # runs from before peaks were recorded
 
 
+def test_a_resident_set_measured_on_the_cpu_needs_four_mib_to_flag() -> None:
+    """A CPU's resident-set peak moves by a few MiB between identical runs; a GPU's memory in use does not."""
+    row = {"peak_bytes_base": 20 * MIB, "peak_bytes_new": 23 * MIB}
+    assert compare_stats.memory_grew({**row, "device": "cpu"}, 0.05) == ""
+    assert compare_stats.memory_grew({**row, "device": "cuda"}, 0.05) == "memory 20.0→23.0 MiB (measured)"
+    assert compare_stats.memory_grew({**row, "peak_bytes_new": 25 * MIB, "device": "cpu"}, 0.05) != ""
+
+
 # End to end on this machine's CPU: measured against modeled, the verdict, the report ------------------------------
 
 

@@ -164,7 +164,8 @@ def footer(t: float) -> str:
         f"interval below {1 / (1 + t):.3g} (= 1/(1+{t:.0%})); same otherwise. Rows of a run without "
         "repetitions: ratio of the medians in results.csv, band only (`no interval`). broke: ok -> another "
         "status; fixed: the reverse; numerics: max_rel_err NEW > 10 x max(BASE, dtype epsilon); memory: peak "
-        f"bytes NEW above BASE by more than {t:.0%} and {compare_stats.MEMORY_FLOOR_MIB:g} MiB (measured where "
+        f"bytes NEW above BASE by more than {t:.0%} and {compare_stats.MEMORY_FLOOR_MIB:g} MiB "
+        f"({compare_stats.HOST_FLOOR_MIB:g} MiB for a resident set measured on the CPU; measured where "
         "both were, else modeled)."
     )
 
