@@ -236,11 +236,10 @@ def liger_forward(library: VariantLedger, params: Params, s: int) -> VariantLedg
     dweight: in place (`addmm`) below float32, a float32 product then its add at float32; finally the loss (a
     float32 scalar) copied into the suite's y. Its peak: the forward row's, dy, the suite's two gradients,
     Liger's dweight and, at float32, the product."""
-    from scenarios.linear_cross_entropy.scenario import liger_chunk  # the scenario module imports this one
 
     t, h, v = params["tokens"], params["hidden"], params["vocab"]
     hv = h * v * s
-    spans = iter(lce.chunks(t, liger_chunk(t, h, v)))
+    spans = iter(lce.chunks(t, lce.liger_chunk(t, h, v)))
     kernels: list[KernelTraffic] = []
     for k in library.kernels:
         if not k.name.startswith("cross-entropy rows"):

@@ -28,7 +28,7 @@ import numpy as np
 from scenarios.cross_entropy import make_targets, mean_loss
 from scenarios.cross_entropy.scenario import LIMITS, TARGET_BYTES
 from scenarios.linear_cross_entropy.backward import LinearCrossEntropyBackward
-from scenarios.linear_cross_entropy.chunks import chunks
+from scenarios.linear_cross_entropy.chunks import chunks, liger_chunk
 from scenarios.linear_cross_entropy.config import LinearCrossEntropyConfig
 from suite.core.errors import ConfigError
 from suite.core.host_memory import guard
@@ -38,13 +38,6 @@ from suite.core.tolerances import Tolerance, per_dtype
 
 LOSS_BYTES = 4
 TILE_MIN, TILE_MAX = 32, 16384
-
-
-def liger_chunk(tokens: int, hidden: int, vocab: int) -> int:
-    """The chunk Liger-Kernel's fused linear cross-entropy picks (0.8.x, chunk_mem_const 1): the tokens split into
-    ⌈vocab/hidden⌉ parts, rounded up to a power of two, so that a chunk's logits are about the hidden states' size."""
-    parts = -(-vocab // hidden)
-    return min(tokens, 1 << max(0, (-(-tokens // parts) - 1).bit_length()))
 
 
 def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -> dict[str, VariantLedger]:
