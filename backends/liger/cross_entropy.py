@@ -25,6 +25,30 @@ NUM_WARPS = 32
 """Liger's choice on Hopper and older GPUs for every dtype (bandwidth-bound, its comment says)."""
 
 
+def row_kernel_args(
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    losses: torch.Tensor,
+    counted: int,
+    vocab: int,
+    gradients: bool,
+) -> tuple[tuple, dict[str, bool]]:
+    """`liger_cross_entropy_kernel`'s arguments and flags as its mean-reduction forward passes them, for both
+    Liger rows: logits `x` (where the kernel writes the gradient, in place, with `gradients`), per-token `losses`,
+    `counted` tokens; no z-loss, accuracy, weight or softcapping."""
+    args = (x, x.stride(0), targets, targets.stride(0), x, losses, losses, losses.stride(0), losses, 0, losses, 0,
+            vocab, counted, counted, 0.0, IGNORE_INDEX, 0.0, 0.0, "mean", None)  # fmt: skip
+    flags = {
+        "RETURN_Z_LOSS": False,
+        "RETURN_TOKEN_ACCURACY": False,
+        "RETURN_PREDICTED_TOKENS": False,
+        "HAS_WEIGHT": False,
+        "HAS_SOFTCAPPING": False,
+        "HAS_GRADIENTS": gradients,
+    }
+    return args, flags
+
+
 @kernel(scenario="cross_entropy", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
     import triton
@@ -35,37 +59,7 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     losses = torch.zeros(tokens, dtype=x.dtype, device=x.device)  # ignored tokens' stay 0, as Liger's do
     counted = int((targets != IGNORE_INDEX).sum())
     block = min(MAX_FUSED_SIZE, triton.next_power_of_2(vocab))
-    args = (
-        x,
-        x.stride(0),
-        targets,
-        targets.stride(0),
-        x,
-        losses,
-        losses,
-        losses.stride(0),
-        losses,
-        0,
-        losses,
-        0,
-        vocab,
-        counted,
-        counted,
-        0.0,
-        IGNORE_INDEX,
-        0.0,
-        0.0,
-        "mean",
-        None,
-    )
-    flags = {
-        "RETURN_Z_LOSS": False,
-        "RETURN_TOKEN_ACCURACY": False,
-        "RETURN_PREDICTED_TOKENS": False,
-        "HAS_WEIGHT": False,
-        "HAS_SOFTCAPPING": False,
-        "HAS_GRADIENTS": False,
-    }
+    args, flags = row_kernel_args(x, targets, losses, counted, vocab, gradients=False)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:

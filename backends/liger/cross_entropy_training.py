@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from backends.liger import BACKEND, bfloat16_arithmetic
+from backends.liger.cross_entropy import row_kernel_args
 from scenarios.cross_entropy import IGNORE_INDEX
 from suite.kit.training import Pass, training
 
@@ -58,37 +59,7 @@ def forward(inputs: dict[str, Any], y: torch.Tensor, params: dict, opts: dict, g
     g = grads["dlogits"] if grads is not None else torch.empty_like(x)
     losses = torch.zeros(tokens, dtype=x.dtype, device=x.device)  # ignored tokens' stay 0, as Liger's do
     counted = int((targets != IGNORE_INDEX).sum())
-    args = (
-        g,
-        g.stride(0),
-        targets,
-        targets.stride(0),
-        g,
-        losses,
-        losses,
-        losses.stride(0),
-        losses,
-        0,
-        losses,
-        0,
-        vocab,
-        counted,
-        counted,
-        0.0,
-        IGNORE_INDEX,
-        0.0,
-        0.0,
-        "mean",
-        None,
-    )
-    flags = {
-        "RETURN_Z_LOSS": False,
-        "RETURN_TOKEN_ACCURACY": False,
-        "RETURN_PREDICTED_TOKENS": False,
-        "HAS_WEIGHT": False,
-        "HAS_SOFTCAPPING": False,
-        "HAS_GRADIENTS": True,
-    }
+    args, flags = row_kernel_args(g, targets, losses, counted, vocab, gradients=True)
     block = _block(vocab)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
