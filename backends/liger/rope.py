@@ -18,6 +18,17 @@ from backends.liger import BACKEND, bfloat16_arithmetic
 from suite.core.registry import Launcher, Unsupported, kernel
 
 
+def rope_args(q: Any, q_stride: int, k: Any, k_stride: int, cos: Any, sin: Any) -> tuple:
+    """`_triton_rope`'s arguments as Liger's rope launches it, on q (batch, seq_len, heads, d) and k (…, kv heads, d),
+    each given with its row stride (a slice of the suite's output keeps the whole row's): rotated in place."""
+    import triton
+
+    batch, seq_len, heads, d = q.shape
+    kv, pad = k.shape[2], triton.next_power_of_2
+    return (q, q_stride, k, k_stride, cos, cos.stride(0), sin, sin.stride(0), seq_len, batch, 1, heads, kv, d,
+            pad(heads), pad(kv), pad(d), pad(d), d)  # fmt: skip
+
+
 @kernel(scenario="rope", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
     if params["pairing"] != "half":
@@ -27,31 +38,11 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     from liger_kernel.ops.rope import _triton_rope
 
     q, k, cos, sin = inputs["q"], inputs["k"], inputs["cos"], inputs["sin"]
-    batch, seq_len, heads, d = q.shape
+    batch, seq_len, heads, _ = q.shape
     kv = k.shape[2]
     q_out, k_out = out[:, :, :heads], out[:, :, heads:]
     pad = triton.next_power_of_2
-    args = (
-        q_out,
-        out.stride(1),
-        k_out,
-        out.stride(1),
-        cos,
-        cos.stride(0),
-        sin,
-        sin.stride(0),
-        seq_len,
-        batch,
-        1,
-        heads,
-        kv,
-        d,
-        pad(heads),
-        pad(kv),
-        pad(d),
-        pad(d),
-        d,
-    )
+    args = rope_args(q_out, out.stride(1), k_out, out.stride(1), cos, sin)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:

@@ -20,6 +20,7 @@ import torch
 
 from backends.liger import BACKEND, bfloat16_arithmetic
 from backends.liger.rope import library as forward_row
+from backends.liger.rope import rope_args
 from suite.core.registry import Unsupported
 from suite.kit.training import Pass, training
 
@@ -39,30 +40,10 @@ def backward(inputs: dict[str, Any], saved: Mapping[str, Any], grads: Mapping[st
     from liger_kernel.ops.rope import _triton_rope
 
     dy, dq, dk, cos, sin = inputs["dy"], grads["dq"], grads["dk"], saved["cos"], saved["sin"]
-    batch, seq_len, heads, d = dq.shape
+    batch, seq_len, heads, _ = dq.shape
     kv = dk.shape[2]
     pad = triton.next_power_of_2
-    args = (
-        dq,
-        dq.stride(1),
-        dk,
-        dk.stride(1),
-        cos,
-        cos.stride(0),
-        sin,
-        sin.stride(0),
-        seq_len,
-        batch,
-        1,
-        heads,
-        kv,
-        d,
-        pad(heads),
-        pad(kv),
-        pad(d),
-        pad(d),
-        d,
-    )
+    args = rope_args(dq, dq.stride(1), dk, dk.stride(1), cos, sin)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def run() -> None:
