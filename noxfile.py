@@ -34,11 +34,18 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "suite", *session.posargs)
 
 
+_SPREAD = ["-n", "auto", "--dist", "worksteal"]
+"""One test worker per core, each stealing from the others' queues once its own is done."""
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (no GPU needed): `nox -s tests -- -k elementwise` passes arguments to pytest."""
+    """The test suite (no GPU needed): `nox -s tests -- -k elementwise` passes arguments to pytest. The tests
+    spread over one worker per core (pytest-xdist, work stealing: a few tests take a minute or more, most a
+    second); `nox -s tests -- -n 0` runs them in one process."""
     session.install("-e", ".[cpu,test]")
-    session.run("pytest", *session.posargs)
+    spread = [] if any(arg.startswith(("-n", "--numprocesses")) for arg in session.posargs) else _SPREAD
+    session.run("pytest", *spread, *session.posargs)
 
 
 @nox.session
