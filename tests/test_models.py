@@ -57,6 +57,7 @@ def test_a_model_sets_every_familys_axes(model: str) -> None:
             assert (params["heads"], params["head_dim"]) == (spec["num_attention_heads"], spec["head_dim"])
         if plan.scenario.name == "rope":
             assert (params["heads"], params["kv_heads"]) == (spec["num_attention_heads"], spec["num_key_value_heads"])
+            assert {case["pairing"] for case in plan.cases} == {spec.get("rope_pairing", "half")}
         if plan.scenario.name == "elementwise_chain":
             assert params["n"] == 1024 * spec["intermediate_size"] and params["ops"][-1] == spec["hidden_act"]
     assert seen == touring() and seen >= FAMILIES

@@ -93,6 +93,10 @@ class ModelConfig:
     """The MLP's activation as the elementwise chain names it (silu, gelu)."""
     norm: str = "rmsnorm"
     """The normalization the model uses (rmsnorm, layernorm)."""
+    rope_pairing: str = "half"
+    """How the checkpoint pairs rotary dimensions: `half` (Hugging Face's rotate_half, as Llama, Mistral and Qwen
+    run) or `interleaved` (GPT-J's, Meta's reference code). A model without rotary positions (GPT-2) keeps the
+    default: its rope case is then a what-if at its widths."""
 
 
 @dataclass
