@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from scenarios.cross_entropy.backward import CrossEntropyBackward
+from scenarios.cross_entropy.blocked import BLOCK_BYTES, log_softmax, mean_loss_by_rows
 from scenarios.cross_entropy.config import CrossEntropyConfig
 from scenarios.cross_entropy.constants import IGNORE_INDEX, LOSS_BYTES, TARGET_BYTES
 from suite.core.errors import ConfigError
@@ -86,9 +87,7 @@ def ce_ledger(
 class CrossEntropy(Scenario):
     name = "cross_entropy"
     config = CrossEntropyConfig
-    model_tour = None
-    """Not in the model tour: at a 128k vocabulary its float64 reference and the checks beside it hold about
-    15 GiB of host memory; `experiment=model_cross_entropy` runs it on its own."""
+    model_tour = "model_cross_entropy"
     limits = LIMITS
     inputs = ("logits", "targets")
     training = CrossEntropyBackward()
@@ -119,7 +118,7 @@ class CrossEntropy(Scenario):
         tile = params["tile"]
         if tile & (tile - 1) or not TILE_MIN <= tile <= TILE_MAX:
             raise ConfigError(f"scenario.tile={tile} must be a power of two in {TILE_MIN}..{TILE_MAX}")
-        need = params["tokens"] * params["vocab"] * (4 * 3 + 8 * 2)  # logits, logp; the float64 reference
+        need = params["tokens"] * params["vocab"] * 4 * 3 + 4 * BLOCK_BYTES  # logits, logp; the reference's blocks
         guard(need, f"cross_entropy over {params['tokens']} × {params['vocab']} logits")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
@@ -132,10 +131,10 @@ class CrossEntropy(Scenario):
         return {"logits": x.astype(dtype), "targets": make_targets(tokens, vocab, rng)}
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
-        x = inputs["logits"].astype(np.float64)
-        m = x.max(axis=1, keepdims=True)
-        logp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
-        return np.array([mean_loss(logp, inputs["targets"])])
+        """float64, a block of rows at a time (`blocked`): at a model's vocabulary the whole would not fit."""
+        x = inputs["logits"]
+        logp = lambda start, stop: log_softmax(x[start:stop].astype(np.float64))
+        return np.array([mean_loss_by_rows(logp, inputs["targets"], x.shape[1] * 8 * 3)])
 
     def output_shape(self, params: Params) -> tuple[int, ...]:
         return (1,)
@@ -153,11 +152,11 @@ class CrossEntropy(Scenario):
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of the unfused steps done in `dtype` storage (the log-softmax rounded to it), at
         least what a float32 sum of `vocab` terms and a float32 mean of the tokens may cost (√n ulps each)."""
-        x = inputs["logits"].astype(np.float32)
-        m = x.max(axis=1, keepdims=True)
+        x = inputs["logits"]
+        logp = lambda start, stop: log_softmax(x[start:stop].astype(np.float32)).astype(dtype)
         with np.errstate(over="ignore"):
-            logp = (x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True, dtype=np.float32))).astype(dtype)
-        own = abs(mean_loss(logp.astype(np.float64), inputs["targets"]) - ref[0]) / max(abs(ref[0]), 1e-3)
+            unfused = mean_loss_by_rows(logp, inputs["targets"], x.shape[1] * 4 * 3)
+        own = abs(unfused - ref[0]) / max(abs(ref[0]), 1e-3)
         reduction = 4 * 2.0**-24 * (np.sqrt(params["vocab"]) + np.sqrt(params["tokens"]))
         return self.limits.clip(dtype, max(4.0 * own, reduction))
 

@@ -23,9 +23,12 @@ cross-entropy (on CUDA), at the chunk it picks itself (`liger_chunk`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from scenarios.cross_entropy import make_targets, mean_loss
+from scenarios.cross_entropy import make_targets
+from scenarios.cross_entropy.blocked import BLOCK_BYTES, mean_loss_by_columns, spans
 from scenarios.cross_entropy.scenario import LIMITS, TARGET_BYTES
 from scenarios.linear_cross_entropy.backward import LinearCrossEntropyBackward
 from scenarios.linear_cross_entropy.chunks import chunks, liger_chunk
@@ -78,9 +81,9 @@ def linear_ce_ledger(tokens: int, hidden: int, vocab: int, chunk: int, s: int) -
 class LinearCrossEntropy(Scenario):
     name = "linear_cross_entropy"
     config = LinearCrossEntropyConfig
-    model_tour = None
-    """Not in the model tour: its GEMM would dominate a CPU tour, and like cross_entropy's its float64 logits hold
-    gigabytes at a 128k vocabulary; `experiment=model_linear_cross_entropy` runs it on its own."""
+    model_tour = "model_linear_cross_entropy"
+    """In the model tour at the model's hidden and vocabulary: its GEMM (2·tokens·hidden·vocab FLOP, 2 TFLOP for
+    2,048 tokens of Llama-3-8B) is the tour's longest case on a CPU."""
     limits = Tolerance(LIMITS.floor, per_dtype(1e-3, 3e-2))
     """cross_entropy's floor; a higher half-precision ceiling: the logits are a GEMM's, rounded to storage."""
     inputs = ("hidden", "weight", "targets")
@@ -117,8 +120,8 @@ class LinearCrossEntropy(Scenario):
         if tile & (tile - 1) or not TILE_MIN <= tile <= TILE_MAX:
             raise ConfigError(f"scenario.tile={tile} must be a power of two in {TILE_MIN}..{TILE_MAX}")
         tokens, hidden, vocab = params["tokens"], params["hidden"], params["vocab"]
-        # float32 inputs and the unfused logits; the float64 reference's logits and its error bound's
-        need = (tokens * hidden + hidden * vocab) * 4 + tokens * vocab * (4 + 8 * 2)
+        # float32 inputs and the unfused logits; the float64 reference's hidden states and blocks
+        need = (tokens * hidden + hidden * vocab + tokens * vocab) * 4 + tokens * hidden * 8 + 4 * BLOCK_BYTES
         guard(need, f"linear_cross_entropy over {tokens} tokens × {vocab} logits")
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
@@ -133,14 +136,15 @@ class LinearCrossEntropy(Scenario):
         return {"hidden": x, "weight": w, "targets": make_targets(t, v, rng)}
 
     @staticmethod
-    def _loss(logits: np.ndarray, targets: np.ndarray) -> float:
-        m = logits.max(axis=1, keepdims=True)
-        logp = logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
-        return mean_loss(logp, targets)
+    def _logit_blocks(inputs: dict[str, np.ndarray]) -> Iterator[tuple[int, np.ndarray]]:
+        """float64 logits a block of W's columns at a time (`blocked`): at a model's hidden and vocabulary neither
+        the whole float64 logits nor a float64 W would fit."""
+        h, w = inputs["hidden"].astype(np.float64), inputs["weight"]
+        for first, stop in spans(w.shape[1], (h.shape[0] + h.shape[1]) * 8 * 2):
+            yield first, h @ w[:, first:stop].astype(np.float64)
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
-        logits = inputs["hidden"].astype(np.float64) @ inputs["weight"].astype(np.float64)
-        return np.array([self._loss(logits, inputs["targets"])])
+        return np.array([mean_loss_by_columns(self._logit_blocks(inputs), inputs["targets"])])
 
     def output_shape(self, params: Params) -> tuple[int, ...]:
         return (1,)
@@ -161,11 +165,15 @@ class LinearCrossEntropy(Scenario):
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
         """Four times the error of logits rounded to `dtype` storage, at least what the GEMM's float32 sums of
         `hidden` products (√hidden ulps of Σ|h·w|, twice in lse − picked) and the row's sum may cost."""
-        h, w = inputs["hidden"].astype(np.float64), inputs["weight"].astype(np.float64)
-        stored = (h @ w).astype(np.float32).astype(dtype).astype(np.float64)
+        rounded = lambda z: z.astype(np.float32).astype(dtype).astype(np.float64)
+        stored = ((first, rounded(z)) for first, z in self._logit_blocks(inputs))
         scale = max(abs(ref[0]), 1e-3)
-        own = abs(self._loss(stored, inputs["targets"]) - ref[0]) / scale
-        gemm = 2 * np.sqrt(params["hidden"]) * 2.0**-24 * float((np.abs(h) @ np.abs(w)).max()) / scale
+        own = abs(mean_loss_by_columns(stored, inputs["targets"]) - ref[0]) / scale
+        h, w = np.abs(inputs["hidden"].astype(np.float32)), inputs["weight"]
+        widest = max(
+            float((h @ np.abs(w[:, a:b].astype(np.float32))).max()) for a, b in spans(w.shape[1], 4 * h.shape[0])
+        )
+        gemm = 2 * np.sqrt(params["hidden"]) * 2.0**-24 * widest / scale
         reduction = 4 * 2.0**-24 * (np.sqrt(params["vocab"]) + np.sqrt(params["tokens"]))
         return self.limits.clip(dtype, max(4.0 * own, 4.0 * gemm + reduction))
 
