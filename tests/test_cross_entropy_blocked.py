@@ -44,4 +44,3 @@ def test_linear_cross_entropy_reference_by_columns_is_the_whole_one(small_blocks
     ref = scn.reference(inputs, params)
     assert ref[0] == pytest.approx(whole_loss(logits, inputs["targets"]), rel=1e-12)
     assert 0 < scn.tolerance(inputs, params, "float16", ref) <= 3e-2
-
