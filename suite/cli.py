@@ -230,13 +230,16 @@ def exit_for(result: Result, strict: bool) -> None:
 
 
 def _over_runs(command: str, argv: list[str]) -> int:
-    """`compare` and `report` read finished runs only: no Hydra, no kernels; bad input is one line, exit 2."""
+    """`compare`, `report` and `headline` read finished runs only (`noise` makes its two first): no Hydra, no
+    kernels; bad input is one line, exit 2."""
     if command == "compare":
         from suite.report.compare import main as command_main
     elif command == "noise":
         from suite.noise import main as noise_main
 
         command_main = lambda argv: noise_main(argv, precheck)
+    elif command == "headline":
+        from suite.report.headline import main as command_main
     else:
         from suite.report.merged import main as command_main
     try:
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
 
         list_kernels()
         return
-    if args[:1] in (["compare"], ["report"], ["noise"]):
+    if args[:1] in (["compare"], ["report"], ["noise"], ["headline"]):
         sys.exit(_over_runs(args[0], args[1:]))
     checked, sweep = None, None
     if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
