@@ -263,8 +263,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args[:1] in (["compare"], ["report"], ["noise"], ["headline"]):
         sys.exit(_over_runs(args[0], args[1:]))
+    helped = "--help" in args or "-h" in args
+    if helped:  # fusebench's commands and common overrides, then Hydra's help
+        from suite.usage import text
+
+        print(text())
     checked, sweep = None, None
-    if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
+    if not helped and not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --cfg job, ...
         try:
             if problem := launcher_problem(args):
                 raise ConfigError(problem)
