@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from suite.core import plugins
 from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
+from suite.core.install import hint
 from suite.core.plugins import load_plugins
 from suite.kit.store import CSV_NAME
 from suite.run import progress
@@ -87,7 +88,7 @@ def launcher_problem(args: list[str]) -> str | None:
             name = arg.split("=", 1)[1]
             module, dist, extra = LAUNCHERS.get(name, (None, "", ""))
             if module is not None and not _installed(module):
-                return f"hydra/launcher={name} needs {dist}: pip install -e '.[{extra}]'"
+                return f"hydra/launcher={name} needs {dist}: {hint(extra)}"
             if name == "slurm" and any(a in MULTIRUN_FLAGS for a in args):
                 return _slurm_problem(args)
     return None
