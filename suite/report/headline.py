@@ -43,6 +43,8 @@ class Case:
     scenario: str
     series: str = ""
     size: float | None = None
+    run: str = ""
+    """The committed run this line is read from, where it is not its table's (a family rerun on its own)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ def _kept(p: Picked) -> str:
 
 
 COLUMNS = {
+    "fused, % of copy ceiling": lambda p: (
+        f"{p.row['pct_of_ceiling']:.0f}%" if pd.notna(p.row["pct_of_ceiling"]) else ""
+    ),
     "fused over unfused": lambda p: ratio(p.row["speedup"], p.row["speedup_lo"], p.row["speedup_hi"], p.row["verdict"]),
     "ledger predicts": lambda p: fmt_x(p.predicted),
     "fused over torch.compile": lambda p: ratio(
@@ -134,7 +139,56 @@ LLAMA = Table(
         Case("MLP up projection 4,096 → 14,336 + bias+gelu", "matmul"),
     ),
 )
-HEADLINES: dict[str, tuple[Table, ...]] = {"README.md": (SAMPLE, LLAMA)}
+TRAIN = Table(
+    run="results/training",
+    says=(
+        "The train phase (forward + backward as one call; `python -m suite training device=cpu`, "
+        "`results/training/`; softmax from `results/training_softmax/`, rerun once its torch rows' tolerance was "
+        "corrected), float32, Numba's CPU kernels:"
+    ),
+    columns=(
+        "fused over unfused",
+        "fused over torch.compile",
+        "kept for backward, fused vs unfused",
+        "peak, unfused → fused",
+    ),
+    cases=(
+        Case("chain `scale→shift→relu→square`", "elementwise_chain", "scale→shift→relu→square"),
+        Case(
+            "8-op chain with tanh, sigmoid, silu, gelu",
+            "elementwise_chain",
+            "scale→shift→relu→square→tanh→sigmoid→silu→gelu",
+        ),
+        Case("layernorm, 8,192 rows", "layernorm"),
+        Case("rmsnorm, 8,192 rows", "rmsnorm"),
+        Case("softmax, 8,192 rows", "softmax", run="results/training_softmax"),
+        Case("add_rmsnorm, 8,192 rows", "add_rmsnorm"),
+        Case("swiglu, 2,048 rows", "swiglu"),
+        Case("rope, Llama-3-8B heads, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
+        Case("cross_entropy, 2,048 tokens", "cross_entropy"),
+        Case("linear_cross_entropy, hidden 256, vocab 32,000", "linear_cross_entropy"),
+    ),
+    phase="train",
+)
+BACKWARD = Table(
+    run="results/backward",
+    says=(
+        "The backward pass alone (`phase=backward`, `results/backward/`; layernorm, rmsnorm and add_rmsnorm from "
+        "`results/backward_compiled/`, rerun once torch.compile's backward could be launched again):"
+    ),
+    columns=("fused, % of copy ceiling", "fused over unfused", "fused over torch.compile"),
+    cases=(
+        Case("rmsnorm, 8,192 rows", "rmsnorm", run="results/backward_compiled"),
+        Case("layernorm, 8,192 rows", "layernorm", run="results/backward_compiled"),
+        Case("add_rmsnorm, 8,192 rows", "add_rmsnorm", run="results/backward_compiled"),
+        Case("swiglu, 2,048 rows", "swiglu"),
+        Case("rope, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
+        Case("rope, interleaved", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=interleaved"),
+        Case("softmax, 8,192 rows", "softmax"),
+    ),
+    phase="backward",
+)
+HEADLINES: dict[str, tuple[Table, ...]] = {"README.md": (SAMPLE, LLAMA), "docs/training.md": (TRAIN, BACKWARD)}
 """Document (relative to the repository root) -> the tables of its marked block."""
 
 
@@ -154,22 +208,29 @@ def pick(table_: Table, case: Case, data: pd.DataFrame, pairs: pd.DataFrame) -> 
     if case.size is not None:
         mine = mine[mine["size"] == case.size]
     if mine.empty:
-        raise ConfigError(f"headline: {table_.run} has no timed fused row for {case.label!r} ({case.scenario})")
+        raise ConfigError(
+            f"headline: {case.run or table_.run} has no timed fused row for {case.label!r} ({case.scenario})"
+        )
     row = mine.sort_values(["size", "series_rank"]).iloc[-1]
     pair = pairs[(pairs[CASE] == row[CASE]).all(axis=1) & (pairs["variant"] == "fused")]
     return Picked(row, data, float(pair["predicted"].iloc[0]) if len(pair) else float("nan"))
 
 
+def _rows(run: str, root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A committed run's tidy rows and their pairs."""
+    path = root / run / CSV_NAME
+    if not path.exists():
+        raise ConfigError(f"headline: no committed run at {run} (expected {CSV_NAME})")
+    data = tidy(read(path))
+    return data, speedups(data)
+
+
 def render(table_: Table, root: Path = ROOT) -> str:
     """One table as markdown, preceded by its line."""
-    path = root / table_.run / CSV_NAME
-    if not path.exists():
-        raise ConfigError(f"headline: no committed run at {table_.run} (expected {CSV_NAME})")
-    data = tidy(read(path))
-    pairs = speedups(data)
+    runs = {run: _rows(run, root) for run in dict.fromkeys([table_.run, *(c.run for c in table_.cases if c.run)])}
     body = []
     for case in table_.cases:
-        picked = pick(table_, case, data, pairs)
+        picked = pick(table_, case, *runs[case.run or table_.run])
         size = f"{picked.row['size_axis']} = {fmt_size(picked.row['size'])}"
         body.append([f"{case.label}, {size}", *(COLUMNS[c](picked) for c in table_.columns)])
     return f"{table_.says}\n\n{table(['case', *table_.columns], body)}"
