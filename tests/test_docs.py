@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from suite.core.errors import ConfigError
-from suite.report import headline
+from suite.report import headline, headlines
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("document", sorted(headline.HEADLINES))
+@pytest.mark.parametrize("document", sorted(headlines.HEADLINES))
 def test_the_headline_is_the_command_output(document) -> None:
     text = (ROOT / document).read_text(encoding="utf-8")
     assert headline.marked(text) == headline.block(document), (
@@ -26,7 +26,7 @@ def test_the_headline_is_the_command_output(document) -> None:
 
 def test_a_changed_row_changes_the_headline(tmp_path) -> None:
     """The figures are read from the rows, not kept anywhere else: a run whose chain row is slower says so."""
-    table = headline.SAMPLE
+    table = headlines.SAMPLE
     run = tmp_path / table.run
     run.mkdir(parents=True)
     frame = pd.read_csv(ROOT / table.run / "results.csv", dtype={"params": str, "reason": str, "row_id": str})
@@ -40,11 +40,11 @@ def test_a_changed_row_changes_the_headline(tmp_path) -> None:
 
 
 def test_a_case_the_run_lacks_is_one_line_naming_it() -> None:
-    missing = headline.Table(
-        run=headline.SAMPLE.run,
+    missing = headlines.Table(
+        run=headlines.SAMPLE.run,
         says="",
         columns=("fused over unfused",),
-        cases=(headline.Case("a chain nobody ran", "elementwise_chain", "scale→cube"),),
+        cases=(headlines.Case("a chain nobody ran", "elementwise_chain", "scale→cube"),),
     )
     with pytest.raises(ConfigError, match="no timed fused row for 'a chain nobody ran'"):
         headline.render(missing, ROOT)
