@@ -62,7 +62,7 @@ def gpu(session: nox.Session) -> None:
     itself runs in, which must already hold the CUDA stack; no virtual environment, nothing installed (a venv
     made from a Python that is itself a venv would not see that venv's torch and CUDA libraries). Where the
     suite's own dependencies are missing, install its wheel folder with --target and put it on PYTHONPATH
-    (README: Checking a GPU). Arguments after -- go to the check: `nox -s gpu -- --quick`."""
+    (docs/gpu-check.md). Arguments after -- go to the check: `nox -s gpu -- --quick`."""
     session.run("python", "-m", "suite", "gpu-check", *session.posargs, external=True)
 
 

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from suite.core import plugins
 from suite.core import scenario as scenarios
 from suite.core.errors import ConfigError
+from suite.core.install import hint
 from suite.core.plugins import load_plugins
 from suite.kit.store import CSV_NAME
 from suite.run import progress
@@ -87,7 +88,7 @@ def launcher_problem(args: list[str]) -> str | None:
             name = arg.split("=", 1)[1]
             module, dist, extra = LAUNCHERS.get(name, (None, "", ""))
             if module is not None and not _installed(module):
-                return f"hydra/launcher={name} needs {dist}: pip install -e '.[{extra}]'"
+                return f"hydra/launcher={name} needs {dist}: {hint(extra)}"
             if name == "slurm" and any(a in MULTIRUN_FLAGS for a in args):
                 return _slurm_problem(args)
     return None
@@ -230,13 +231,16 @@ def exit_for(result: Result, strict: bool) -> None:
 
 
 def _over_runs(command: str, argv: list[str]) -> int:
-    """`compare` and `report` read finished runs only: no Hydra, no kernels; bad input is one line, exit 2."""
+    """`compare`, `report` and `headline` read finished runs only (`noise` makes its two first): no Hydra, no
+    kernels; bad input is one line, exit 2."""
     if command == "compare":
         from suite.report.compare import main as command_main
     elif command == "noise":
         from suite.noise import main as noise_main
 
         command_main = lambda argv: noise_main(argv, precheck)
+    elif command == "headline":
+        from suite.report.headline import main as command_main
     else:
         from suite.report.merged import main as command_main
     try:
@@ -258,10 +262,15 @@ def main(argv: list[str] | None = None) -> None:
 
         list_kernels()
         return
-    if args[:1] in (["compare"], ["report"], ["noise"]):
+    if args[:1] in (["compare"], ["report"], ["noise"], ["headline"]):
         sys.exit(_over_runs(args[0], args[1:]))
+    helped = "--help" in args or "-h" in args
+    if helped:  # fusebench's commands and common overrides, then Hydra's help
+        from suite.usage import text
+
+        print(text())
     checked, sweep = None, None
-    if not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --help, --cfg job, ...
+    if not helped and not any(a.startswith("--") and a not in MULTIRUN_FLAGS for a in args):  # --cfg job, ...
         try:
             if problem := launcher_problem(args):
                 raise ConfigError(problem)

@@ -13,8 +13,10 @@ from suite.core import scenario as scenarios
 def list_kernels() -> None:
     """Print, per scenario, backend and device, the variants it has kernels for and how they run here; then
     every backend module and family that failed to load, with its error; then the backends' options. Without a
-    terminal (a pipe, a file, CI) the lines are not wrapped, one row a line."""
+    terminal (a pipe, a file, CI) the lines are not wrapped, one row a line. Every cell is printed as written:
+    Rich would otherwise read `[liger]` in `pip install -e '.[liger]'` as markup and drop it."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from suite.core import registry, targets
@@ -31,7 +33,7 @@ def list_kernels() -> None:
                 if has:
                     avail = targets.TARGETS[(backend, device)].probe()
                     staged = _phases(reg, name, backend, device, scn.variants)
-                    table.add_row(name, backend, device, avail.mode, ", ".join(has), staged, avail.reason)
+                    table.add_row(name, backend, device, avail.mode, ", ".join(has), staged, escape(avail.reason))
     console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 1000)
     console.print(table)
     failed = Table(title="failed to load (left out of every run; a run that names one says why)")
@@ -39,7 +41,7 @@ def list_kernels() -> None:
         failed.add_column(col)
     for kind, errors in (("backend", reg.load_errors), ("scenario", scenarios.LOAD_ERRORS)):
         for what, why in sorted(errors.items()):
-            failed.add_row(kind, what, why)
+            failed.add_row(kind, what, escape(why))
     if failed.row_count:
         console.print(failed)
     console.print(options_table())
@@ -62,6 +64,7 @@ def _phases(reg: Any, name: str, backend: str, device: str, variants: tuple[str,
 
 def options_table() -> Any:
     """Every registered backend's options: `backend_options.<backend>.<option>`, valid values, default, meaning."""
+    from rich.markup import escape
     from rich.table import Table
 
     from suite.core.backend import BACKENDS
@@ -72,5 +75,5 @@ def options_table() -> Any:
     for name, backend in sorted(BACKENDS.items()):
         for option in backend.schema():
             default = "per kernel" if option.default is None else str(option.default)
-            table.add_row(name, option.name, option.describe(), default, option.help)
+            table.add_row(name, option.name, escape(option.describe()), escape(default), escape(option.help))
     return table

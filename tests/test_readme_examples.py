@@ -1,5 +1,7 @@
-"""The README's plug-in examples are code that runs: its backend block and its family block are executed here,
-the family selected by its name and run end to end, so the README cannot drift from what the suite accepts."""
+"""The documentation's plug-in examples are code that runs: the backend block (docs/adding-a-backend.md) and the
+family block (docs/adding-a-family.md) are executed here, the family selected by its name and run end to end, so
+the documents cannot drift from what the suite accepts. Each block is found by its section's heading in README.md
+or any docs/*.md, wherever the section lives."""
 
 from __future__ import annotations
 
@@ -17,21 +19,36 @@ from suite.run import validate
 from suite.run.runner import run
 from tests.conftest import make_config
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def python_blocks(section: str) -> list[str]:
-    """The ```python blocks of the README's `## <section>`."""
-    text = README.read_text(encoding="utf-8")
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", body, flags=re.S)
+    """The ```python blocks of the section headed `section` (any level), up to the next heading of its level or
+    above, in whichever document holds it; exactly one document must. A `#` line inside a fence is code."""
+    found = []
+    for path in DOCUMENTS:
+        body, level, fenced = None, 0, False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            fenced ^= line.startswith("```")
+            head = None if fenced else re.match(r"(#+) (.*)$", line)
+            if head and body is None and head.group(2) == section:
+                body, level = [], len(head.group(1))
+            elif head and body is not None and len(head.group(1)) <= level:
+                break
+            elif body is not None:
+                body.append(line)
+        if body is not None:
+            found.append(re.findall(r"```python\n(.*?)```", "\n".join(body) + "\n", flags=re.S))
+    assert len(found) == 1, f"section {section!r} is in {len(found)} documents"
+    return found[0]
 
 
 def execute(block: str, name: str, monkeypatch: pytest.MonkeyPatch) -> dict:
     """Run `block` as the module `name` (dataclasses look their module up), returning its namespace."""
     module = types.ModuleType(name)
     monkeypatch.setitem(sys.modules, name, module)
-    exec(compile(block, "README.md", "exec"), module.__dict__)
+    exec(compile(block, f"<{name}>", "exec"), module.__dict__)
     return module.__dict__
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from suite.core.backend import Backend, Build, Copy, Option, register_backend
+from suite.core.install import CUDA_STACK
 from suite.core.targets import (
     COMPILE,
     NATIVE,
@@ -38,7 +39,7 @@ _PROBE_SOURCE = 'extern "C" __global__ void probe(float* y) { y[threadIdx.x] = 1
 @functools.cache
 def _probe() -> Availability:
     if cupy is None:
-        return Availability(UNAVAILABLE, "cupy is not installed (pip install cupy-cuda13x)")
+        return Availability(UNAVAILABLE, f"cupy is not installed ({CUDA_STACK})")
     no_gpu = "no GPU"
     if cuda_device_count() > 0:
         try:  # what the kernels need: NVRTC through CuPy, a launch, a copy back

@@ -5,7 +5,7 @@ of writing their own, so each of its kernels that computes a family's op runs as
 checked and timed like every other. Its kernels are launched directly into the suite's output (the same kernel
 and launch settings Liger's autograd functions use, without their output allocation), on the suite's stream.
 
-liger-kernel is optional (`pip install fusebench[liger]`); without it, or without a GPU, the rows are skipped with
+liger-kernel is optional (`pip install -e '.[liger]'`); without it, or without a GPU, the rows are skipped with
 the reason. Where Triton's interpreter is on, the kernels that it can run (rope, cross-entropy) are checked
 there like Triton's own; Liger 0.8.5's RMSNorm and SwiGLU kernels cast scalar arguments inside the kernel
 (`gate_multiplier.to(tl.float32)`), which the interpreter cannot do (a scalar stays a Python float there), so
@@ -22,10 +22,11 @@ import torch
 
 from backends.triton import Triton, TritonTarget, interpreting
 from suite.core.backend import register_backend
+from suite.core.install import hint
 from suite.core.registry import Unsupported
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, cuda_device_count
 
-INSTALL = "pip install 'fusebench[liger]'"
+INSTALL = hint("liger")
 
 
 class LigerTarget(TritonTarget):

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from suite.core.backend import Backend, Build, Copy, Option, register_backend
+from suite.core.install import CUDA_STACK
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
 
 
@@ -60,7 +61,7 @@ class NumbaCUDA(Target):
 
     def probe(self) -> Availability:
         if importlib.util.find_spec("numba_cuda") is None:
-            return Availability(UNAVAILABLE, "numba-cuda is not installed (pip install 'numba-cuda[cu13]')")
+            return Availability(UNAVAILABLE, f"numba-cuda is not installed ({CUDA_STACK})")
         if simulating():  # numba.cuda *is* the simulator then, even where a GPU exists
             return Availability(EMULATED, "Numba CUDA simulator: numerics only, not timed")
         if cuda_device_count() == 0:

@@ -99,7 +99,7 @@ class LinearCrossEntropy(Scenario):
         # M: a 32,000 vocabulary at hidden 256, so the logits outgrow W: 4,096 tokens of float32 logits are 524 MB
         # against 33 MB of W, a chunk of 512 holds 66 MB (peak modeled 5.5× smaller); the GEMM (67 GFLOP) keeps a
         # call near half a second here. Smaller chunks cost more on a CPU than the GEMM's re-reads of W: see the
-        # README on OpenMP's spinning threads.
+        # docs/families.md on OpenMP's spinning threads.
         "M": {"tokens": [1024, 4096], "hidden": [256], "vocab": [32000], "chunk": [512], "tile": [2048]},
         "L": {"tokens": [4096, 8192], "hidden": [4096], "vocab": [128256], "chunk": [1024], "tile": [2048]},
     }

@@ -32,25 +32,17 @@ def section(data: pd.DataFrame) -> str | None:
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
-        library = timed[
-            (timed["scenario"] == row["scenario"])
-            & (timed["params"] == row["params"])
-            & (timed["phase"] == row["phase"])
-            & (timed["dtype"] == row["dtype"])
-            & (timed["device"] == row["device"])
-            & (timed["variant"] == "library")
-        ]
         cells = [
             row["scenario"],
             *([row["phase"]] if staged else []),
             f"{row['series']}, {row['size_axis']} = {fmt_size(row['size'])}",
             row["impl"],
             row["dtype"],
-            _ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
+            ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
             _memory(row),
-            *([_saved(row, data)] if staged else []),
-            _ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
-            f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else "",
+            *([saved(row, data)] if staged else []),
+            ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
+            library_ratio(row, timed),
         ]
         body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
     head = [
@@ -75,11 +67,26 @@ def section(data: pd.DataFrame) -> str | None:
     return "\n\n".join(["## At a glance", intro, table(head, body)])
 
 
-def _ratio(value: float, lo: float, hi: float, verdict: str) -> str:
+def ratio(value: float, lo: float, hi: float, verdict: str) -> str:
+    """'1.72× [1.62–1.83] pays': a paired speedup with its 95% interval and verdict; '' where none was measured."""
     if pd.isna(value):
         return ""
     interval = f" [{lo:.2f}–{hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
     return f"{value:.2f}×{interval} {verdict}".rstrip()
+
+
+def library_ratio(row: pd.Series, timed: pd.DataFrame) -> str:
+    """The library's median time over the fused row's, for the same case on the same device ('' where the library
+    was not timed): a ratio of medians, since the two are not timed as a pair, so no interval."""
+    library = timed[
+        (timed["scenario"] == row["scenario"])
+        & (timed["params"] == row["params"])
+        & (timed["phase"] == row["phase"])
+        & (timed["dtype"] == row["dtype"])
+        & (timed["device"] == row["device"])
+        & (timed["variant"] == "library")
+    ]
+    return f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else ""
 
 
 def _memory(row: pd.Series) -> str:
@@ -88,7 +95,7 @@ def _memory(row: pd.Series) -> str:
     return f"{row['memory_ratio']:.2f}× {row['memory_verdict']}, {row['memory_saved_mib']:,.0f} MiB saved"
 
 
-def _saved(row: pd.Series, data: pd.DataFrame) -> str:
+def saved(row: pd.Series, data: pd.DataFrame) -> str:
     """The bytes the fused variant's forward keeps for the backward pass against the unfused one's, measured
     (each implementation's own allocations) where both were, else modeled."""
     same = (data["scenario"] == row["scenario"]) & (data["params"] == row["params"]) & (data["phase"] == row["phase"])

@@ -136,7 +136,7 @@ class BenchConfig:
     layer: str = ""
     """Which layer of the model a case stands for (set by the `model_*` experiments), recorded in every row."""
     strict: bool = True
-    """Exit with status 3 when any row is `mismatch` or `error` (see README "Exit status"); false: exit 0 whatever
+    """Exit with status 3 when any row is `mismatch` or `error` (see docs/exit-status.md); false: exit 0 whatever
     the rows say, for exploratory sweeps."""
 
 
