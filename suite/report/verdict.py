@@ -12,14 +12,12 @@ import numpy as np
 import pandas as pd
 
 from suite.kit.tidy import BASELINE, GROUP, fmt_size, fmt_x
-from suite.report.causes import CACHED_PCT, causes, needs_cause
+from suite.report.causes import CACHED_PCT, EXPLAINED, causes, needs_cause
 
 SHRUNK = 0.6
 """A gain below this fraction of its peak is called out as shrunk."""
 HEAVIEST = ["predicted", "series_rank", "bytes_modeled_base"]
 """Cases ranked by what fusion can gain, then by traffic: the last one leads the verdict."""
-EXPLAINED = 0.75
-"""A measured speedup at least this fraction of the predicted one is explained by the bytes removed."""
 
 
 def verdicts(pairs: pd.DataFrame) -> str:
@@ -78,6 +76,11 @@ def _shape(line: pd.DataFrame) -> str:
 def _why(line: pd.DataFrame) -> str:
     """At the largest size: measured against predicted, and how near each variant came to the copy ceiling."""
     last = line.iloc[-1]
+    if last["predicted"] < 1 / 1.05:
+        return (
+            f"The ledger predicts a loss here ({fmt_x(last['predicted'])}): the {last['variant']} variant moves "
+            f"more bytes than {_baseline(line)}."
+        )
     if last["predicted"] < 1.05:
         return "The ledger predicts no gain here: fusion removes no intermediate."
     share = last["speedup"] / last["predicted"]
