@@ -17,6 +17,9 @@ from suite.kit.markdown import table
 from suite.kit.tidy import fmt_size
 
 CANDIDATE = "fused"
+NO_LIBRARY = "no library op"
+"""The library column's cell where the run timed a library op for another family but not this one; a run that
+timed none has no such column."""
 
 
 def section(data: pd.DataFrame) -> str | None:
@@ -29,6 +32,7 @@ def section(data: pd.DataFrame) -> str | None:
     staged = bool((data["phase"] != "forward").any())
     keys = ["scenario", "phase", "device", "dtype", "impl"]
     keys = ["model", *keys] if with_model else keys
+    has_library = bool((timed["variant"] == "library").any())
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
@@ -50,7 +54,11 @@ def section(data: pd.DataFrame) -> str | None:
             _memory(row),
             *([_saved(row, data)] if staged else []),
             _ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
-            f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else "",
+            *(
+                [f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else NO_LIBRARY]
+                if has_library
+                else []
+            ),
         ]
         body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
     head = [
@@ -63,14 +71,15 @@ def section(data: pd.DataFrame) -> str | None:
         "memory vs unfused",
         *(["kept for backward vs unfused"] if staged else []),
         "time vs torch.compile",
-        "time vs library (medians)",
+        *(["time vs library (medians)"] if has_library else []),
     ]
     head = [*(["model", "layer"] if with_model else []), *head]
     intro = (
         "Per family, device and hand-written kernel, at the largest size timed: the fused kernel's speedup over "
         "its unfused decomposition and over torch.compile of it (paired rounds, 95% interval, verdict), the "
-        "memory it saves (baseline peak / fused peak, measured where both were), and the library's time over "
-        "its own. Above 1 the fused kernel is faster or smaller. Details per family follow."
+        "memory it saves (baseline peak / fused peak, measured where both were)"
+        + (", and the library's time over its own" if has_library else "; no library op was timed in this run")
+        + ". Above 1 the fused kernel is faster or smaller. Details per family follow."
     )
     return "\n\n".join(["## At a glance", intro, table(head, body)])
 

@@ -47,7 +47,6 @@ def speedup_table(pairs: pd.DataFrame, axis: str) -> str:
         "variant ms",
         "measured (95% interval)",
         "predicted",
-        "efficiency",
         "verdict",
     ]
     rows = [
@@ -62,7 +61,6 @@ def speedup_table(pairs: pd.DataFrame, axis: str) -> str:
             _num(r.time_ms),
             f"{fmt_x(r.speedup)} ({fmt_x(r.speedup_lo)}–{fmt_x(r.speedup_hi)})",
             fmt_x(r.predicted),
-            _num(r.fusion_efficiency, "{:.2f}"),
             r.verdict,
         ]
         for r in pairs.itertuples()
@@ -107,6 +105,7 @@ def ledger_table(rows: pd.DataFrame, axis: str) -> str:
     """Per case, dtype and store model: what each variant moves and launches, and what fusion removed."""
     keys = ["series_rank", "series", "size", "dtype_rank", "dtype", "store_model"]
     led = rows.dropna(subset=["bytes_modeled"]).groupby([*keys, "variant"], as_index=False).first()
+    led["bytes_modeled"] += led["bytes_kept"].fillna(0) if "bytes_kept" in led else 0
     base = led[led["variant"] == BASELINE][[*keys, "bytes_modeled", "launches"]]
     pairs = led[led["variant"] != BASELINE].merge(base, on=keys, suffixes=("", "_base"))
     head = [
@@ -138,7 +137,9 @@ def ledger_table(rows: pd.DataFrame, axis: str) -> str:
     ]
     note = (
         "Bytes moved follow the device's store model; the saving counts one write and one read per "
-        "removed intermediate (ΔQ = 2·N·s); under write-allocate each one also avoids an allocate read."
+        "removed intermediate (ΔQ = 2·N·s); under write-allocate each one also avoids an allocate read. A "
+        "compiled variant's bytes add the buffers its generated code kept between kernels, each written and read "
+        "once (and allocate-read under write-allocate)."
     )
     return (note + "\n\n" + details(f"{len(body)} cases", table(head, body))) if body else "No ledger rows."
 
