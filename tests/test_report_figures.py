@@ -22,7 +22,9 @@ def _row(variant: str, backend: str, time_ms: float, bytes_modeled: float, **mor
 def test_a_compiled_variant_is_predicted_with_the_buffers_it_kept() -> None:
     n = 1024 * 4096
     kept = json.dumps({"compiler": {"buffer_elements": 2 * n}})
-    rows = pd.DataFrame([_row("eager", "torch", 3.0, 12 * n * 4), _row("compiled", "torch", 2.0, 4 * n * 4, extra=kept)])
+    rows = pd.DataFrame(
+        [_row("eager", "torch", 3.0, 12 * n * 4), _row("compiled", "torch", 2.0, 4 * n * 4, extra=kept)]
+    )
     pair = speedups(tidy(rows)).iloc[0]
     assert pair["variant"] == "compiled"
     assert pair["predicted"] == 12 / (4 + 2 * 3)  # two kept buffers, written (allocate-read first) and read once
