@@ -184,7 +184,7 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     rows["baseline"] = rows["baseline"].where(rows["baseline"] != "", baseline)
     labels = ["impl", "size_axis", "series", "title", "order", "series_rank", "dtype_rank", "baseline"]
     cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "bytes_kept", "flops_modeled"]
-    cols += ["pct_of_ceiling"]
+    cols += ["pct_of_ceiling", "bytes_saved"]
     cols += [*PAIRED, *RESOURCES]
     med = rows.groupby([*CASE, *labels, "variant"], as_index=False, dropna=False)[cols].median()
     verdicts = rows.groupby([*CASE, "variant"])["verdict"].agg(lambda v: v.mode().iloc[0] if len(v) else "")

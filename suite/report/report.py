@@ -25,7 +25,7 @@ from suite.core.scenario import lookup
 from suite.kit.markdown import details, table
 from suite.kit.store import ENVIRONMENT
 from suite.kit.tidy import chart_name, fmt_size
-from suite.report import glance, launch_split, measured, memory, pressure, rivals, saved, tables, unregistered
+from suite.report import boundary, glance, launch_split, measured, memory, pressure, rivals, saved, tables, unregistered
 from suite.report.drift import drifted
 from suite.report.host import host_cpu
 from suite.report.plots import make_charts
@@ -153,6 +153,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
+    parts += [text for text in [boundary.above_ceiling(rows)] if text]
     parts += ["### Traffic ledger", tables.ledger_table(rows, axis)]
     parts += [text for text in [measured.section(rows, charts, outdir)] if text]
     return "\n\n".join(parts)

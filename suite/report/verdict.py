@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from suite.kit.tidy import BASELINE, GROUP, fmt_size, fmt_x
+from suite.report import boundary
 from suite.report.causes import CACHED_PCT, EXPLAINED, causes, needs_cause
 
 SHRUNK = 0.6
@@ -29,7 +30,7 @@ def verdicts(pairs: pd.DataFrame) -> str:
         lead = group.sort_values(HEAVIEST, kind="stable").iloc[-1]["series"]
         line = group[group["series"] == lead].sort_values("size")
         label = f"{impl}, {dtype}" + (f", {variant}" if variant != "fused" else "")
-        text = " ".join([_trend(line), _why(line), _cause(line, pairs), _others(group, lead)]).strip()
+        text = " ".join(part for part in [_trend(line), _why(line), _cause(line, pairs), _others(group, lead)] if part)
         out.append(f"- **{label}** ({lead}): {text}")
     return "\n".join(out)
 
@@ -90,6 +91,12 @@ def _why(line: pd.DataFrame) -> str:
     if np.isnan(fused) or np.isnan(base):
         return text + "."
     text += f"; {last['variant']} ran at {fused:.0f}% and {_baseline(line)} at {base:.0f}% of the copy ceiling"
+    if boundary.resident(last):
+        text += (
+            f" (cache-resident: the {boundary.intermediates(last) / 1e6:.3g} MB of intermediates fusion removes "
+            f"fit in the {last['cache_bytes'] / 2**20:.0f} MiB last-level cache, so the prediction is an upper "
+            "bound)"
+        )
     if share > 1 / EXPLAINED:
         return text + ", more than the bytes removed account for."
     if share >= EXPLAINED:
