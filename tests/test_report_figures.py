@@ -4,6 +4,7 @@ kept, and the first screen has no blank library column."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -52,3 +53,16 @@ def test_the_library_column_is_there_only_where_a_library_op_was_timed() -> None
     assert "time vs library" not in without and "no library op was timed in this run" in without
     assert without.splitlines()[-3].endswith("| time vs torch.compile |")
     assert _glance(True).endswith("| 1.50× |")  # the library's median over the fused kernel's
+
+
+def test_the_reproduce_line_starts_with_what_ran() -> None:
+    from suite.report.report import sections
+
+    skipped = _row("fused", "cupy", None, 1e6, device="cuda", status="skipped", mode="compile",
+                   command="python -m suite 'backends=[cupy]' device=cuda")  # fmt: skip
+    ran = _row("fused", "numba", 1.0, 1e6, command="python -m suite 'backends=[numba]' device=cpu")
+    text = "\n".join(sections(pd.DataFrame([skipped, ran]), [], Path("/nonexistent")))
+    line = next(line for line in text.splitlines() if line.startswith("- reproduce:"))
+    assert line == "- reproduce: `python -m suite 'backends=[numba]' device=cpu`"
+    nothing_ran = "\n".join(sections(pd.DataFrame([skipped]), [], Path("/nonexistent")))
+    assert "- reproduce: `python -m suite 'backends=[cupy]' device=cuda`" in nothing_ran

@@ -113,7 +113,7 @@ def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
         _devices(data),
         f"- git revision: {_distinct(data['git_rev'], code=True)}",
         f"- versions: {', '.join(sorted({_versions(v) for v in data['versions'].unique() if v}))}",
-        f"- reproduce: {_distinct(data['command'], code=True)}",
+        f"- reproduce: {_distinct(_ran(data)['command'], code=True)}",
         f"- run: {_distinct(data['run_id'])}",
     ]
     if cpu := host_cpu(environment):
@@ -121,6 +121,16 @@ def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
     if gpu := over_the_run(environment):
         lines.append(f"- GPU at the run's start → end (NVML, environment.json): {gpu}")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def _ran(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose commands the report offers to reproduce: those timed natively, else those that ran at all
+    (emulated, compile-only), else every row; never a skipped row's command ahead of one that ran."""
+    ok = data["status"] == "ok"
+    for keep in (ok & data["time_ms"].notna(), ok):
+        if keep.any():
+            return data[keep]
+    return data
 
 
 def _devices(data: pd.DataFrame) -> str:
