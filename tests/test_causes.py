@@ -6,7 +6,7 @@ import pandas as pd
 
 from suite.kit.tidy import crossover
 from suite.report.causes import causes, needs_cause
-from suite.report.verdict import _cause, _why
+from suite.report.verdict import _cause, _shape, _why
 
 BASE = {"variant": "fused", "baseline": "unfused", "device": "cuda", "verdict": "loses", "time_ms": 2.0,
         "time_ms_base": 1.5, "launches_base": 3, "spill_bytes": 0, "occupancy": 1.0, "occupancy_base": 1.0,
@@ -91,3 +91,18 @@ def test_crossover_is_the_size_from_which_every_larger_one_pays():
     assert crossover(line) == 8
     assert crossover(line.assign(verdict="loses")) is None
     assert crossover(line.assign(verdict="pays")) == 1
+
+
+def _shrinking(time_ms_base: float, pct_base: float = 80.0) -> pd.DataFrame:
+    return pd.DataFrame({"speedup": [1.1, 2.5, 3.0], "size": [1024, 4096, 16384], "size_axis": "n",
+                         "baseline": "unfused", "device": "cpu", "launches_base": 4,
+                         "time_ms_base": [time_ms_base, 5.0, 20.0], "pct_of_ceiling_base": [pct_base, 80.0, 80.0]})  # fmt: skip
+
+
+def test_a_gain_that_shrank_at_small_sizes_names_a_cause_only_from_its_figures():
+    short = _shape(_shrinking(0.08))  # 20 µs per launch, under the CPU's 50 µs floor
+    assert "each unfused kernel took as little as 20 µs there" in short and "(rule: under 50 µs per launch)" in short
+    cached = _shape(_shrinking(0.08, pct_base=150.0))
+    assert "up to 150% of the copy ceiling" in cached and "(rule: above 120% of the copy ceiling)" in cached
+    plain = _shape(_shrinking(1.0))  # 250 µs per launch, within the ceiling: nothing to name
+    assert plain == ". The gain shrank to 1.10× for n ≤ 2¹⁰"

@@ -13,7 +13,7 @@ import pandas as pd
 
 from suite.kit.tidy import BASELINE, GROUP, fmt_size, fmt_x
 from suite.report import boundary
-from suite.report.causes import CACHED_PCT, EXPLAINED, causes, needs_cause
+from suite.report.causes import CACHED_PCT, EXPLAINED, LAUNCH_FLOOR_MS, causes, needs_cause
 
 SHRUNK = 0.6
 """A gain below this fraction of its peak is called out as shrunk."""
@@ -63,12 +63,22 @@ def _shape(line: pd.DataFrame) -> str:
     low = next(i for i in range(peak + 1) if sp[i] >= SHRUNK * sp[peak])
     if low:
         small = line.iloc[:low]
+        said = f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}"
         cached = small["pct_of_ceiling_base"].max()
-        why = "fixed per-launch costs, not memory traffic, dominate there"
+        launches = small["launches_base"] if "launches_base" in small else pd.Series(1.0, index=small.index)
+        per_launch = float((small["time_ms_base"] / launches.fillna(1.0).clip(lower=1.0)).min())
+        floor = LAUNCH_FLOOR_MS.get(str(line["device"].iloc[0]) if "device" in line else "", 0.01)
         if cached > CACHED_PCT:
-            why = f"the {_baseline(line)} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
-            why += "intermediates were served from cache"
-        return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
+            return said + (
+                f": the {_baseline(line)} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
+                f"intermediates were served from cache (rule: above {CACHED_PCT:.0f}% of the copy ceiling)"
+            )
+        if per_launch < floor:
+            return said + (
+                f": each {_baseline(line)} kernel took as little as {per_launch * 1e3:.0f} µs there, so fixed "
+                f"per-launch costs, not memory traffic, dominate (rule: under {floor * 1e3:.0f} µs per launch)"
+            )
+        return said
     if sp[-1] < SHRUNK * sp[peak]:
         return f". The gain peaked at {fmt_x(sp[peak])} at {axis} = {fmt_size(line['size'].iloc[peak])}"
     return ""
