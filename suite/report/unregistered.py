@@ -21,28 +21,33 @@ LEGACY = re.compile(r"^no \S+/\S+ kernel for ")
 """The reason the runner gave a combination with no kernel before such combinations left the plan."""
 
 
-def split(data: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The rows without the legacy no-kernel rows, and 'torch/cpu rope fused' for each combination with no kernel
-    registered, sorted."""
+def split(data: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The rows without the legacy no-kernel rows, and ('torch/cpu rope', 'fused') for each combination with no
+    kernel registered, sorted."""
     legacy = (data["status"] == "unsupported") & data["reason"].astype(str).str.match(LEGACY)
     kept = data[~legacy]
-    named = set(_label(r.impl, r.scenario, r.phase, r.variant) for r in data[legacy].itertuples())
+    named = {(_label(r.impl, r.scenario, r.phase), r.variant) for r in data[legacy].itertuples()}
     loaded = (kept["device"] != "") & ~kept["backend"].astype(str).str.contains(",")
     present = kept[loaded]  # a backend that did not load has a row per variant already; a lost job's row is not one
     for (scenario, phase), rows in present.groupby(["scenario", "phase"]):
         have = set(zip(rows["impl"], rows["variant"], strict=True))
         impls, variants = sorted(set(rows["impl"])), sorted(set(rows["variant"]))
-        named |= {_label(i, scenario, phase, v) for i in impls for v in variants if (i, v) not in have}
+        named |= {(_label(i, scenario, phase), v) for i in impls for v in variants if (i, v) not in have}
     return kept, sorted(named)
 
 
-def line(names: list[str]) -> str | None:
-    """'Not registered (no kernel, so no row): torch/cpu rope fused, …'; None when nothing was left out."""
+def line(names: list[tuple[str, str]]) -> str | None:
+    """'**Not registered** (…): torch/cpu rope fused, unfused; numba/cpu rope eager.' — one line, each
+    implementation and family once with its variants; None when nothing was left out."""
     if not names:
         return None
-    return f"**Not registered** (no kernel exists, so the run has no row for it): {', '.join(names)}."
+    grouped: dict[str, list[str]] = {}
+    for where, variant in names:
+        grouped.setdefault(where, []).append(variant)
+    said = "; ".join(f"{where} {', '.join(variants)}" for where, variants in grouped.items())
+    return f"**Not registered** (no kernel exists, so the run has no row for it): {said}."
 
 
-def _label(impl: str, scenario: str, phase: str, variant: str) -> str:
+def _label(impl: str, scenario: str, phase: str) -> str:
     staged = f" {phase}" if phase and phase != "forward" else ""
-    return f"{impl} {scenario}{staged} {variant}"
+    return f"{impl} {scenario}{staged}"
