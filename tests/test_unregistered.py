@@ -42,7 +42,7 @@ def test_no_row_for_a_combination_nothing_registered(ran: tuple[pd.DataFrame, st
 def test_the_report_names_them_in_one_line(ran: tuple[pd.DataFrame, str]) -> None:
     _, text = ran
     said = [line for line in text.splitlines() if line.startswith("**Not registered**")]
-    assert said == [f"**Not registered** (no kernel exists, so the run has no row for it): {NOT_REGISTERED}."]
+    assert said == [f"**Not registered** (no kernel for these, so no row): {NOT_REGISTERED}."]
     assert "unsupported" not in text
 
 

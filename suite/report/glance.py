@@ -33,6 +33,7 @@ def section(data: pd.DataFrame) -> str | None:
     keys = ["scenario", "phase", "device", "dtype", "impl"]
     keys = ["model", *keys] if with_model else keys
     has_library = bool((timed["variant"] == "library").any())
+    rival = bool(fused["rival_speedup"].notna().any())  # no column of blanks where torch.compile never ran
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
@@ -53,7 +54,7 @@ def section(data: pd.DataFrame) -> str | None:
             _ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
             _memory(row),
             *([_saved(row, data)] if staged else []),
-            _ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
+            *([_ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"])] if rival else []),
             *(
                 [f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else NO_LIBRARY]
                 if has_library
@@ -70,13 +71,15 @@ def section(data: pd.DataFrame) -> str | None:
         "time vs unfused",
         "memory vs unfused",
         *(["kept for backward vs unfused"] if staged else []),
-        "time vs torch.compile",
+        *(["time vs torch.compile"] if rival else []),
         *(["time vs library (medians)"] if has_library else []),
     ]
     head = [*(["model", "layer"] if with_model else []), *head]
     intro = (
         "Per family, device and hand-written kernel, at the largest size timed: the fused kernel's speedup over "
-        "its unfused decomposition and over torch.compile of it (paired rounds, 95% interval, verdict), the "
+        "its unfused decomposition"
+        + (" and over torch.compile of it" if rival else " (torch.compile was not timed in this run)")
+        + " (paired rounds, 95% interval, verdict), the "
         "memory it saves (baseline peak / fused peak, measured where both were)"
         + (", and the library's time over its own" if has_library else "; no library op was timed in this run")
         + ". Above 1 the fused kernel is faster or smaller. Details per family follow."

@@ -45,7 +45,7 @@ def line(names: list[tuple[str, str]]) -> str | None:
     for where, variant in names:
         grouped.setdefault(where, []).append(variant)
     said = "; ".join(f"{where} {', '.join(variants)}" for where, variants in grouped.items())
-    return f"**Not registered** (no kernel exists, so the run has no row for it): {said}."
+    return f"**Not registered** (no kernel for these, so no row): {said}."
 
 
 def _label(impl: str, scenario: str, phase: str) -> str:
