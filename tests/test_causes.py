@@ -106,3 +106,13 @@ def test_a_gain_that_shrank_at_small_sizes_names_a_cause_only_from_its_figures()
     assert "up to 150% of the copy ceiling" in cached and "(rule: above 120% of the copy ceiling)" in cached
     plain = _shape(_shrinking(1.0))  # 250 µs per launch, within the ceiling: nothing to name
     assert plain == ". The gain shrank to 1.10× for n ≤ 2¹⁰"
+
+
+def test_the_verdict_names_the_rule_behind_each_reading_of_the_ceiling():
+    line = pd.DataFrame([{**BASE, "speedup": 1.6, "predicted": 1.83, "size": 8192, "size_axis": "cols"}])
+    assert "explain the gain (rule: at least 75% of the predicted)." in _why(line)
+    low = _why(line.assign(speedup=0.9, pct_of_ceiling=30.0, pct_of_ceiling_base=80.0))
+    assert "buy less than modeled (rule: under 60% of unfused's share of the ceiling)." in low
+    assert "explain" not in low
+    high = _why(line.assign(speedup=2.6))
+    assert "more than the bytes removed account for (rule: above 133% of the predicted)." in high

@@ -108,13 +108,13 @@ def _why(line: pd.DataFrame) -> str:
             "bound)"
         )
     if share > 1 / EXPLAINED:
-        return text + ", more than the bytes removed account for."
+        return text + f", more than the bytes removed account for (rule: above {1 / EXPLAINED:.0%} of the predicted)."
     if share >= EXPLAINED:
-        return text + ", so the bytes removed explain the gain."
+        return text + f", so the bytes removed explain the gain (rule: at least {EXPLAINED:.0%} of the predicted)."
     if fused < SHRUNK * base:
         return text + (
-            f": {last['variant']} is limited by something other than memory traffic, "
-            "so the bytes removed buy less than modeled."
+            f": {last['variant']} is limited by something other than memory traffic, so the bytes removed buy less "
+            f"than modeled (rule: under {SHRUNK:.0%} of {_baseline(line)}'s share of the ceiling)."
         )
     return text + "."
 
