@@ -38,6 +38,9 @@ def test_kept_bytes_follow_the_store_model() -> None:
     assert kept_bytes(info, "float32", "write-allocate") == 120
     assert kept_bytes(info, "bfloat16", "write-once") == 40
     assert kept_bytes({}, "float32", "write-once") == 0
+    older = {"compiler": {"full_size_intermediates": 2, "largest_intermediate": [2, 5]}}  # no buffer_elements yet
+    assert kept_bytes(older, "float32", "write-once") == 2 * 5 * 4 * 2  # the largest buffer alone: a lower bound
+    assert kept_bytes({"compiler": {"largest_intermediate": []}}, "float32", "write-once") == 0
 
 
 def _glance(with_library: bool) -> str:

@@ -124,9 +124,14 @@ ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 def kept_bytes(extra: dict[str, Any], dtype: str, store_model: str) -> float:
     """The traffic of the buffers a compiler's generated code allocated between its kernels (`extra.compiler`'s
     `buffer_elements`), each written once and read once (and, under write-allocate, read before it is written),
-    at the row's element size (a compiler that keeps a wider type moves more); 0 for a row with none."""
+    at the row's element size (a compiler that keeps a wider type moves more); 0 for a row with none. A row
+    written before `buffer_elements` was recorded counts its largest kept buffer only: a lower bound."""
     info = extra.get("compiler")
-    elements = info.get("buffer_elements") if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return 0.0
+    elements = info.get("buffer_elements")
+    if elements is None and isinstance(info.get("largest_intermediate"), list):
+        elements = math.prod(int(d) for d in info["largest_intermediate"]) if info["largest_intermediate"] else 0
     if not isinstance(elements, (int, float)) or elements <= 0:
         return 0.0
     passes = 3 if store_model == WRITE_ALLOCATE else 2
