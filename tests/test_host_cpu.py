@@ -48,3 +48,18 @@ def test_a_run_records_its_core_and_its_report_says_it(tmp_path) -> None:  # typ
     assert cpu["microarchitecture"] == binding.get_host_cpu_name()
     text = "\n\n".join(sections(frame, [], tmp_path))
     assert f"- CPU (environment.json): {cpu['model']}, {cpu['microarchitecture']}" in text
+    assert cpu["caches"] == provenance.cpu_caches() and "L1d" in cpu["caches"]  # this host's sysfs lists them
+    assert "; caches L1d " in text
+
+
+def test_cache_sizes_are_read_from_sysfs_by_level_and_kind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"), ("3", "Unified",
+                                                                                               "300M")]):  # fmt: skip
+        index = tmp_path / f"index{i}"
+        index.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(value + "\n")
+    assert provenance.cpu_caches(tmp_path) == {"L1d": 48 << 10, "L1i": 32 << 10, "L3": 300 << 20}
+    assert provenance.cpu_caches(tmp_path / "absent") == {}
+    said = host_cpu({"cpu": {"model": "Xeon", "caches": provenance.cpu_caches(tmp_path)}})
+    assert said == "Xeon; caches L1d 48 KiB, L3 300 MiB"

@@ -71,7 +71,7 @@ def test_generated_cpu_module_is_read_from_its_call():
     assert made.kernels == ("cpp_fused__softmax_1", "cpp_fused_copy__gelu_mul_0")
     assert made.extern == ("extern_kernels.bmm",)
     assert made.buffers == ((2, 193, 193), (2, 193, 1))  # get_args' buffer is not the call's
-    notes = made.notes(out_elements=2 * 193 * 64)
+    notes = made.notes(full_elements=2 * 193 * 64)
     assert notes["kernels"] == 3 and notes["full_size_intermediates"] == 1
     assert notes["largest_intermediate"] == [2, 193, 193]
 
@@ -79,8 +79,26 @@ def test_generated_cpu_module_is_read_from_its_call():
 def test_generated_cuda_module_counts_triton_launches_and_library_calls():
     made = inductor_code.read([CUDA_MODULE])
     assert made.kernels == ("triton_poi_fused_add_gelu_0",) and made.extern == ("extern_kernels.mm",)
-    assert made.notes(out_elements=129 * 77)["full_size_intermediates"] == 1
-    assert made.notes(out_elements=129 * 78)["full_size_intermediates"] == 0
+    assert made.notes(full_elements=129 * 77)["full_size_intermediates"] == 1
+    assert made.notes(full_elements=129 * 78)["full_size_intermediates"] == 0
+
+
+def test_full_size_is_the_case_largest_tensor_not_its_output():
+    """Cross-entropy's output is a per-token loss: a token vector kept beside the tokens×vocab logits is small,
+    and only a buffer as large as the logits (the case's largest tensor) is a full-size intermediate."""
+    import contextlib
+
+    import torch
+
+    from backends.torch.compiler import Compiled
+
+    tokens, vocab = 37, 1009
+    logits, target, loss = torch.zeros(tokens, vocab), torch.zeros(tokens, dtype=torch.long), torch.zeros(tokens)
+    launch = Compiled(lambda *a: None, (logits, target, loss), loss, {}, contextlib.nullcontext)
+    assert launch.full_elements == tokens * vocab
+    made = inductor_code.Generated(buffers=((tokens, 1), (tokens, 1), (tokens, vocab)))
+    assert made.notes(launch.full_elements)["full_size_intermediates"] == 1
+    assert made.notes(tokens)["full_size_intermediates"] == 3  # what the output's size alone would have called full
 
 
 def test_graph_breaks_add_up_and_no_module_is_nothing():

@@ -125,7 +125,10 @@ class Compiled:
     ) -> None:
         mode = opts.get("mode") or "default"
         self.compiled = torch.compile(fn, mode=mode, dynamic=bool(opts.get("dynamic", False)), fullgraph=True)
-        self.args, self.out_elements, self.context = args, out.numel(), context
+        self.args, self.context = args, context
+        self.full_elements = max([out.numel(), *(a.numel() for a in args if isinstance(a, torch.Tensor))])
+        """The case's full tensor size: its largest input or output, what a kept buffer must match to be a
+        full-size intermediate (`inductor_code.Generated.full_size`)."""
         self.cache = cache_folder(opts)
         self.notes: dict[str, Any] = {}
         self._first = True
@@ -152,7 +155,7 @@ class Compiled:
         seconds = time.perf_counter() - start
         new_hits, new_misses = _cache_hits()
         if codes:
-            made = {**inductor_code.read(codes).notes(self.out_elements), "graphs": len(codes)}
+            made = {**inductor_code.read(codes).notes(self.full_elements), "graphs": len(codes)}
             warm = new_hits > hits and new_misses == misses
             made["cache"] = "warm" if warm else "cold"
             _MADE[self._identity] = made

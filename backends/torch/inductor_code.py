@@ -6,9 +6,10 @@ calls library kernels (`extern_kernels.mm`, an aten op) and allocates the buffer
 (`empty_strided_cpu` / `empty_strided_cuda`). Counting those answers the question a performance engineer asks
 of the compiler: how many kernels did it launch, and did a full-size intermediate still reach memory?
 
-A buffer counts as full-size when it holds at least as many elements as the variant's output: a stored
-elementwise intermediate, a normalised matrix, attention's L×L scores. Row statistics and other small
-buffers are listed but not counted.
+A buffer counts as full-size when it holds at least as many elements as the case's largest tensor (its
+largest input or its output, `Compiled.full_elements`): a stored elementwise intermediate, a normalised matrix,
+attention's L×L scores. Row statistics, a per-token loss or max beside cross-entropy's tokens×vocab logits, and
+other small buffers are listed but not counted.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ class Generated:
     buffers: tuple[tuple[int, ...], ...] = field(default=())
     """Shapes of the buffers `call` allocates between kernels (the output the caller passed is not one)."""
 
-    def full_size(self, out_elements: int) -> list[tuple[int, ...]]:
-        return [shape for shape in self.buffers if math.prod(shape) >= out_elements]
+    def full_size(self, full_elements: int) -> list[tuple[int, ...]]:
+        return [shape for shape in self.buffers if math.prod(shape) >= full_elements]
 
-    def notes(self, out_elements: int) -> dict[str, Any]:
-        """The row's `extra.compiler` record."""
-        full = self.full_size(out_elements)
+    def notes(self, full_elements: int) -> dict[str, Any]:
+        """The row's `extra.compiler` record; `full_elements`: the case's largest tensor's elements."""
+        full = self.full_size(full_elements)
         largest = max(self.buffers, key=math.prod, default=None)
         return {
             "kernels": len(self.kernels) + len(self.extern),

@@ -7,7 +7,9 @@ defaults.
 
 `speedups` is the one place where a variant's row is paired with its baseline's (same scenario, params, dtype,
 backend and device): measured speedup = baseline time / variant time; predicted = baseline bytes / variant
-bytes, the ledger's ratio under the device's store model.
+bytes, the ledger's ratio under the device's store model. A compiled variant's bytes are the ledger's plus the
+traffic of the buffers its generated code kept between kernels (`bytes_kept`): the ledger credits it with the
+fused kernel's traffic, which it moves only where it kept nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from suite.core.ledger import STORE_MODEL, WRITE_ALLOCATE
 from suite.core.row import COLUMNS
 from suite.core.scenario import discover, lookup
 
@@ -106,9 +109,33 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     lines = list(zip(out["order"], out["series"], strict=True))
     rank = {line: i for i, line in enumerate(sorted(set(lines), key=lambda c: (c[0], _natural(c[1]))))}
     out["series_rank"] = [rank[line] for line in lines]
+    out["bytes_kept"] = [
+        kept_bytes(json_dict(e), d, m or STORE_MODEL.get(dev, ""))
+        for e, d, m, dev in zip(out["extra"], out["dtype"], out["store_model"], out["device"], strict=True)
+    ]
     fill = out["pct_of_ceiling"].isna() & (out["ceiling_gbps"] > 0)
     out.loc[fill, "pct_of_ceiling"] = 100 * out.loc[fill, "gbps"] / out.loc[fill, "ceiling_gbps"]
     return out
+
+
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def kept_bytes(extra: dict[str, Any], dtype: str, store_model: str) -> float:
+    """The traffic of the buffers a compiler's generated code allocated between its kernels (`extra.compiler`'s
+    `buffer_elements`), each written once and read once (and, under write-allocate, read before it is written),
+    at the row's element size (a compiler that keeps a wider type moves more); 0 for a row with none. A row
+    written before `buffer_elements` was recorded counts its largest kept buffer only: a lower bound."""
+    info = extra.get("compiler")
+    if not isinstance(info, dict):
+        return 0.0
+    elements = info.get("buffer_elements")
+    if elements is None and isinstance(info.get("largest_intermediate"), list):
+        elements = math.prod(int(d) for d in info["largest_intermediate"]) if info["largest_intermediate"] else 0
+    if not isinstance(elements, (int, float)) or elements <= 0:
+        return 0.0
+    passes = 3 if store_model == WRITE_ALLOCATE else 2
+    return float(elements) * ITEMSIZE.get(dtype, 4) * passes
 
 
 def json_dict(text: Any) -> dict[str, Any]:
@@ -161,7 +188,9 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     rows = timed(frame).copy()
     rows["baseline"] = rows["baseline"].where(rows["baseline"] != "", baseline)
     labels = ["impl", "size_axis", "series", "title", "order", "series_rank", "dtype_rank", "baseline"]
-    cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "pct_of_ceiling", *PAIRED, *RESOURCES]
+    cols = ["size", "time_ms", "time_q1_ms", "time_q3_ms", "bytes_modeled", "bytes_kept", "flops_modeled"]
+    cols += ["pct_of_ceiling", "bytes_saved"]
+    cols += [*PAIRED, *RESOURCES]
     med = rows.groupby([*CASE, *labels, "variant"], as_index=False, dropna=False)[cols].median()
     verdicts = rows.groupby([*CASE, "variant"])["verdict"].agg(lambda v: v.mode().iloc[0] if len(v) else "")
     base = med[[*CASE, "variant", *cols[1:]]].rename(columns={"variant": "baseline"})
@@ -174,7 +203,8 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     pairs["speedup_hi"] = pairs["speedup_hi"].where(paired, pairs["time_q3_ms_base"] / pairs["time_q1_ms"])
     pairs["speedup_lo"] = pairs["speedup_lo"].fillna(pairs["speedup"])
     pairs["speedup_hi"] = pairs["speedup_hi"].fillna(pairs["speedup"])
-    pairs["predicted"] = pairs["bytes_modeled_base"] / pairs["bytes_modeled"]
+    moved = pairs["bytes_modeled"] + pairs["bytes_kept"].fillna(0)
+    pairs["predicted"] = (pairs["bytes_modeled_base"] + pairs["bytes_kept_base"].fillna(0)) / moved
     fallback = pairs["speedup"].map(verdict)
     pairs["verdict"] = pairs["verdict"].where(pairs["verdict"].isin(VERDICTS), fallback)
     return pairs.sort_values(["scenario", *GROUP, "series_rank", "size"], ignore_index=True)

@@ -17,6 +17,9 @@ from suite.kit.markdown import table
 from suite.kit.tidy import fmt_size
 
 CANDIDATE = "fused"
+NO_LIBRARY = "no library op"
+"""The library column's cell where the run timed a library op for another family but not this one; a run that
+timed none has no such column."""
 
 
 def section(data: pd.DataFrame) -> str | None:
@@ -29,6 +32,8 @@ def section(data: pd.DataFrame) -> str | None:
     staged = bool((data["phase"] != "forward").any())
     keys = ["scenario", "phase", "device", "dtype", "impl"]
     keys = ["model", *keys] if with_model else keys
+    has_library = bool((timed["variant"] == "library").any())
+    rival = bool(fused["rival_speedup"].notna().any())  # no column of blanks where torch.compile never ran
     body = []
     for _, lines in fused.groupby(keys, sort=True):
         row = lines.sort_values(["size", "series_rank"]).iloc[-1]
@@ -41,8 +46,8 @@ def section(data: pd.DataFrame) -> str | None:
             ratio(row["speedup"], row["speedup_lo"], row["speedup_hi"], row["verdict"]),
             _memory(row),
             *([saved(row, data)] if staged else []),
-            ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"]),
-            library_ratio(row, timed),
+            *([ratio(row["rival_speedup"], row["rival_lo"], row["rival_hi"], row["rival_verdict"])] if rival else []),
+            *([library_ratio(row, timed) or NO_LIBRARY] if has_library else []),
         ]
         body.append([*([row["model"] or "synthetic", row["layer"]] if with_model else []), *cells])
     head = [
@@ -54,15 +59,18 @@ def section(data: pd.DataFrame) -> str | None:
         "time vs unfused",
         "memory vs unfused",
         *(["kept for backward vs unfused"] if staged else []),
-        "time vs torch.compile",
-        "time vs library (medians)",
+        *(["time vs torch.compile"] if rival else []),
+        *(["time vs library (medians)"] if has_library else []),
     ]
     head = [*(["model", "layer"] if with_model else []), *head]
     intro = (
         "Per family, device and hand-written kernel, at the largest size timed: the fused kernel's speedup over "
-        "its unfused decomposition and over torch.compile of it (paired rounds, 95% interval, verdict), the "
-        "memory it saves (baseline peak / fused peak, measured where both were), and the library's time over "
-        "its own. Above 1 the fused kernel is faster or smaller. Details per family follow."
+        "its unfused decomposition"
+        + (" and over torch.compile of it" if rival else " (torch.compile was not timed in this run)")
+        + " (paired rounds, 95% interval, verdict), the "
+        "memory it saves (baseline peak / fused peak, measured where both were)"
+        + (", and the library's time over its own" if has_library else "; no library op was timed in this run")
+        + ". Above 1 the fused kernel is faster or smaller. Details per family follow."
     )
     return "\n\n".join(["## At a glance", intro, table(head, body)])
 

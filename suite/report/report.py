@@ -1,4 +1,5 @@
 """report.md of one run: provenance, per-scenario tables and charts, a verdict in words, and every row not ok.
+The combinations no kernel is registered for have no row; one line names them (`suite.report.unregistered`).
 
 Everything is derived from the results table. Tables are plain GitHub markdown (suite.kit.markdown, no
 tabulate); long ones fold into <details>. The verdict in words comes from `suite.report.verdict`, and right
@@ -24,7 +25,7 @@ from suite.core.scenario import lookup
 from suite.kit.markdown import details, table
 from suite.kit.store import ENVIRONMENT
 from suite.kit.tidy import chart_name, fmt_size
-from suite.report import glance, launch_split, measured, memory, pressure, rivals, saved, tables
+from suite.report import boundary, glance, launch_split, measured, memory, pressure, rivals, saved, tables, unregistered
 from suite.report.drift import drifted
 from suite.report.host import host_cpu
 from suite.report.plots import make_charts
@@ -70,9 +71,11 @@ def sections(frame: pd.DataFrame | Tidied, charts: list[Path], outdir: Path) -> 
     """The report's parts in order: header and provenance, one part per scenario, the rows not ok. Chart links
     are relative to `outdir`; a report over many runs (suite.report.merged) nests these once per label."""
     tidied = Tidied.of(frame)
-    data, pairs = tidied.data, tidied.pairs
-    title, header = _header(data, _environment(outdir)).split("\n\n", 1)
-    parts = [title, *[text for text in [glance.section(data)] if text], header]
+    data, left_out = unregistered.split(tidied.data)
+    pairs = tidied.pairs
+    title, intro, header = _header(data, _environment(outdir)).split("\n\n", 2)
+    parts = [title, *[text for text in [glance.section(data)] if text], intro]
+    parts += [text for text in [unregistered.line(left_out), header] if text]
     parts += [*flagged(data), *drifted(data), *achieved(data)]
     for scenario, rows in data.groupby("scenario"):
         parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
@@ -104,13 +107,13 @@ def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
         "the end). Each verdict comes from the paired, interleaved repetitions of the two variants: *pays* "
         "when the whole 95% bootstrap interval of the median speedup lies above 1.02 (beyond a ±2% band of "
         "practical equivalence), *loses* when it lies below 0.98, *neutral* otherwise; predicted is the ledger's "
-        "byte ratio under each device's store model, and efficiency is the time fusion saved over the time "
-        "the removed bytes take at the measured copy ceiling.",
+        "byte ratio under each device's store model (for a compiled variant, with the buffers its generated code "
+        "kept between kernels).",
         "## Provenance",
         _devices(data),
         f"- git revision: {_distinct(data['git_rev'], code=True)}",
         f"- versions: {', '.join(sorted({_versions(v) for v in data['versions'].unique() if v}))}",
-        f"- reproduce: {_distinct(data['command'], code=True)}",
+        f"- reproduce: {_distinct(_ran(data)['command'], code=True)}",
         f"- run: {_distinct(data['run_id'])}",
     ]
     if cpu := host_cpu(environment):
@@ -118,6 +121,16 @@ def _header(data: pd.DataFrame, environment: dict[str, Any]) -> str:
     if gpu := over_the_run(environment):
         lines.append(f"- GPU at the run's start → end (NVML, environment.json): {gpu}")
     return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+
+
+def _ran(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose commands the report offers to reproduce: those timed natively, else those that ran at all
+    (emulated, compile-only), else every row; never a skipped row's command ahead of one that ran."""
+    ok = data["status"] == "ok"
+    for keep in (ok & data["time_ms"].notna(), ok):
+        if keep.any():
+            return data[keep]
+    return data
 
 
 def _devices(data: pd.DataFrame) -> str:
@@ -150,6 +163,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
     parts += scn.report_sections(rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
+    parts += [text for text in [boundary.above_ceiling(rows)] if text]
     parts += ["### Traffic ledger", tables.ledger_table(rows, axis)]
     parts += [text for text in [measured.section(rows, charts, outdir)] if text]
     return "\n\n".join(parts)

@@ -128,7 +128,8 @@ def _made(others: pd.DataFrame, rival: str) -> dict[str, str]:
 def describe(info: dict[str, Any]) -> str:
     """'3 kernels (2 library calls); kept 1 full-size intermediate 1×4×2048×2048; first call 0.4 s (warm cache)'.
 
-    Full-size intermediates (as many elements as the output) are the traffic fusion exists to remove: the count
+    Full-size intermediates (as many elements as the case's largest tensor, its largest input or output: see
+    `backends.torch.inductor_code`) are the traffic fusion exists to remove: the count
     says whether the compiler removed them all. A warm cache is said because its first call did not compile."""
     kernels, calls = int(info.get("kernels") or 0), len(info.get("extern") or [])
     text = _count(kernels, "kernel") + (f" ({_count(calls, 'library call')})" if calls else "")

@@ -12,14 +12,13 @@ import numpy as np
 import pandas as pd
 
 from suite.kit.tidy import BASELINE, GROUP, fmt_size, fmt_x
-from suite.report.causes import CACHED_PCT, causes, needs_cause
+from suite.report import boundary
+from suite.report.causes import CACHED_PCT, EXPLAINED, LAUNCH_FLOOR_MS, causes, needs_cause
 
 SHRUNK = 0.6
 """A gain below this fraction of its peak is called out as shrunk."""
 HEAVIEST = ["predicted", "series_rank", "bytes_modeled_base"]
 """Cases ranked by what fusion can gain, then by traffic: the last one leads the verdict."""
-EXPLAINED = 0.75
-"""A measured speedup at least this fraction of the predicted one is explained by the bytes removed."""
 
 
 def verdicts(pairs: pd.DataFrame) -> str:
@@ -31,7 +30,7 @@ def verdicts(pairs: pd.DataFrame) -> str:
         lead = group.sort_values(HEAVIEST, kind="stable").iloc[-1]["series"]
         line = group[group["series"] == lead].sort_values("size")
         label = f"{impl}, {dtype}" + (f", {variant}" if variant != "fused" else "")
-        text = " ".join([_trend(line), _why(line), _cause(line, pairs), _others(group, lead)]).strip()
+        text = " ".join(part for part in [_trend(line), _why(line), _cause(line, pairs), _others(group, lead)] if part)
         out.append(f"- **{label}** ({lead}): {text}")
     return "\n".join(out)
 
@@ -64,12 +63,22 @@ def _shape(line: pd.DataFrame) -> str:
     low = next(i for i in range(peak + 1) if sp[i] >= SHRUNK * sp[peak])
     if low:
         small = line.iloc[:low]
+        said = f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}"
         cached = small["pct_of_ceiling_base"].max()
-        why = "fixed per-launch costs, not memory traffic, dominate there"
+        launches = small["launches_base"] if "launches_base" in small else pd.Series(1.0, index=small.index)
+        per_launch = float((small["time_ms_base"] / launches.fillna(1.0).clip(lower=1.0)).min())
+        floor = LAUNCH_FLOOR_MS.get(str(line["device"].iloc[0]) if "device" in line else "", 0.01)
         if cached > CACHED_PCT:
-            why = f"the {_baseline(line)} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
-            why += "intermediates were served from cache"
-        return f". The gain shrank to {_range(sp[:low])} for {axis} ≤ {fmt_size(small['size'].iloc[-1])}: {why}"
+            return said + (
+                f": the {_baseline(line)} kernels ran at up to {cached:.0f}% of the copy ceiling there, so their "
+                f"intermediates were served from cache (rule: above {CACHED_PCT:.0f}% of the copy ceiling)"
+            )
+        if per_launch < floor:
+            return said + (
+                f": each {_baseline(line)} kernel took as little as {per_launch * 1e3:.0f} µs there, so fixed "
+                f"per-launch costs, not memory traffic, dominate (rule: under {floor * 1e3:.0f} µs per launch)"
+            )
+        return said
     if sp[-1] < SHRUNK * sp[peak]:
         return f". The gain peaked at {fmt_x(sp[peak])} at {axis} = {fmt_size(line['size'].iloc[peak])}"
     return ""
@@ -78,6 +87,11 @@ def _shape(line: pd.DataFrame) -> str:
 def _why(line: pd.DataFrame) -> str:
     """At the largest size: measured against predicted, and how near each variant came to the copy ceiling."""
     last = line.iloc[-1]
+    if last["predicted"] < 1 / 1.05:
+        return (
+            f"The ledger predicts a loss here ({fmt_x(last['predicted'])}): the {last['variant']} variant moves "
+            f"more bytes than {_baseline(line)}."
+        )
     if last["predicted"] < 1.05:
         return "The ledger predicts no gain here: fusion removes no intermediate."
     share = last["speedup"] / last["predicted"]
@@ -87,14 +101,20 @@ def _why(line: pd.DataFrame) -> str:
     if np.isnan(fused) or np.isnan(base):
         return text + "."
     text += f"; {last['variant']} ran at {fused:.0f}% and {_baseline(line)} at {base:.0f}% of the copy ceiling"
+    if boundary.resident(last):
+        text += (
+            f" (cache-resident: the {boundary.intermediates(last) / 1e6:.3g} MB of intermediates fusion removes "
+            f"fit in the {last['cache_bytes'] / 2**20:.0f} MiB last-level cache, so the prediction is an upper "
+            "bound)"
+        )
     if share > 1 / EXPLAINED:
-        return text + ", more than the bytes removed account for."
+        return text + f", more than the bytes removed account for (rule: above {1 / EXPLAINED:.0%} of the predicted)."
     if share >= EXPLAINED:
-        return text + ", so the bytes removed explain the gain."
+        return text + f", so the bytes removed explain the gain (rule: at least {EXPLAINED:.0%} of the predicted)."
     if fused < SHRUNK * base:
         return text + (
-            f": {last['variant']} is limited by something other than memory traffic, "
-            "so the bytes removed buy less than modeled."
+            f": {last['variant']} is limited by something other than memory traffic, so the bytes removed buy less "
+            f"than modeled (rule: under {SHRUNK:.0%} of {_baseline(line)}'s share of the ceiling)."
         )
     return text + "."
 

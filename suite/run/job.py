@@ -35,7 +35,9 @@ class Job:
     skip: set[tuple[str, str, str]] = field(default_factory=set)
     """(backend, device, variant) already in the table (resume)."""
     strict: bool = False
-    """Variants were named by the user: a backend lacking one gets an `unsupported` row instead of silence."""
+    """Variants were named by the user: each runs on every case, even one its scenario would not compare
+    (`Scenario.variants_for`). A (backend, device, variant) with no kernel registered runs in no plan and has no
+    row, named or not: the report names those combinations in one line (`suite.report.unregistered`)."""
     run_id: str = ""
     """The run directory's name, recorded in every row."""
     cache_dir: str | None = None
@@ -49,7 +51,8 @@ class Job:
     """The part of a training step every implementation runs (suite.core.phases)."""
 
     def impls(self) -> list[tuple[str, str, str]]:
-        """What to run: each backend on each requested device it has a target for, each variant."""
+        """What to run: each backend on each requested device it has a target for, each variant it has a kernel
+        registered for (a backend that did not load: each variant, its rows saying why)."""
         out = []
         for backend in self.backends:
             devices = [d for d in self.devices if (backend, d) in targets.TARGETS]
@@ -63,7 +66,7 @@ class Job:
                 for v in self.variants
                 if self.strict or v in wanted
                 if (backend, d, v) not in self.skip
-                and (self.strict or not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d, self.phase)))
+                and (not d or REGISTRY.get(KernelKey(self.scenario, backend, v, d, self.phase)))
             ]
         return out
 

@@ -79,6 +79,27 @@ def cpu_microarchitecture() -> dict[str, str]:
     return {"microarchitecture": host, "numba_target": host if target in ("", "host") else target}
 
 
+CACHE_INDEX = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def cpu_caches(where: Path = CACHE_INDEX) -> dict[str, int]:
+    """The sizes in bytes of the first CPU's caches as sysfs lists them ({"L1d": 49152, "L1i": 32768, "L2": …,
+    "L3": …}): the last level is the boundary past which the ledger's bytes are memory traffic, so the report says
+    which cases' intermediates fit inside it. {} where sysfs does not say (not Linux, a container hiding it)."""
+    found = {}
+    for index in sorted(where.glob("index*")):
+        try:
+            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        if not size.rstrip("KMG").isdigit():
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        found[f"L{level}{suffix}"] = int(size.rstrip("KMG")) * scale
+    return found
+
+
 def cpu_flags() -> list[str]:
     """The instruction-set flags of the first CPU in /proc/cpuinfo (empty where there is none)."""
     return sorted((_cpuinfo("flags", "Features") or "").split())
@@ -118,7 +139,7 @@ def gpu() -> dict[str, str]:
 
 def environment(has_gpu: bool) -> dict[str, Any]:
     """Everything a later comparison may need to explain a difference: every installed distribution and its
-    version, Python, the OS, the CPU's model, flags and threads, and the GPU's name and driver where there is one,
+    version, Python, the OS, the CPU's model, caches, flags and threads, and the GPU's name and driver where there is one,
     with what NVML says of it as the run starts (`nvml.start`: clocks, power, temperature, throttling; see
     `suite.gpu.nvml`; absent without NVML), read once as the worker starts; `ended` adds the reading at the end."""
     dists = {d.metadata["Name"]: d.version for d in distributions() if d.metadata["Name"]}
@@ -128,7 +149,13 @@ def environment(has_gpu: bool) -> dict[str, Any]:
         "os": platform.platform(),
         "machine": platform.machine(),
         "hostname": platform.node(),
-        "cpu": {"model": cpu_name(), **cpu_microarchitecture(), "flags": cpu_flags(), **threads()},
+        "cpu": {
+            "model": cpu_name(),
+            **cpu_microarchitecture(),
+            "caches": cpu_caches(),
+            "flags": cpu_flags(),
+            **threads(),
+        },
         "git_rev": git_rev(),
         "distributions": dict(sorted(dists.items(), key=lambda kv: kv[0].lower())),
     }
