@@ -25,7 +25,7 @@ from suite.core.errors import ConfigError
 from suite.kit.markdown import table
 from suite.kit.store import CSV_NAME, read
 from suite.kit.tidy import CASE, fmt_size, fmt_x, speedups, tidy, timed
-from suite.report.glance import library_ratio, ratio
+from suite.report.glance import NO_LIBRARY, library_ratio, ratio
 from suite.report.headlines import HEADLINES, Case, Table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ COLUMNS = {
     "fused over torch.compile": lambda p: ratio(
         p.row["rival_speedup"], p.row["rival_lo"], p.row["rival_hi"], p.row["rival_verdict"]
     ),
-    "fused over the library (medians)": lambda p: library_ratio(p.row, timed(p.data)),
+    "fused over the library (medians)": lambda p: library_ratio(p.row, timed(p.data)) or NO_LIBRARY,
     "kept for backward, fused vs unfused": _kept,
     "peak, unfused → fused": _peak,
 }
