@@ -67,8 +67,8 @@ def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, 
         title += f" — {len(cols)} of {data[col].nunique()} cases shown"
     data = data[data[col].isin(cols)]
     values = data[x].dropna().unique()
-    if facets.get("xticks") != "drawn":
-        data = dodged(data, x)  # one size: the series side by side at it
+    if x == "size" and facets.get("xticks") != "drawn":
+        data = dodged(data, x)  # one size: the series side by side at it (a measured x, such as bytes, stays put)
     rows = sorted(data[row].unique(), key=dtype_rank) if row else None
     grid = sns.FacetGrid(
         data,
