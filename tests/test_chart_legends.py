@@ -124,3 +124,15 @@ def test_every_legend_entry_names_something_drawn(figures: dict[str, plt.Figure]
         else:
             hit = [line for line in lines if _names(handle, line, swatches)]
         assert hit, f"legend entry {label!r} names nothing drawn"
+
+
+@pytest.mark.parametrize("name", ["speedup_rope.png", "speedup_matmul.png", "speedup_add_rmsnorm.png"])
+def test_each_prediction_is_drawn_in_its_implementations_colour(figures: dict[str, plt.Figure], name: str) -> None:
+    """Numba's and torch's predictions differ (each against its own baseline): a grey one could be either's."""
+    entries = _entries(figures[name])
+    swatches = {_colour(h.get_color()) for h in entries.values() if isinstance(h, Line2D) and _swatch(h)}
+    keys = [h for label, h in entries.items() if label.startswith("predicted by ledger")]
+    lines, _ = _drawn(figures[name])
+    shown = [line for line in lines if any(_style(k) == _style(line) for k in keys)]
+    assert keys and shown
+    assert all(_colour(line.get_color()) in swatches for line in shown)
