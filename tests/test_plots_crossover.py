@@ -16,6 +16,7 @@ from matplotlib.colors import to_rgba
 
 from scenarios.elementwise_chain import ALL8, CHEAP4, short_label
 from scenarios.elementwise_chain.charts import chain_chart, family
+from suite.kit.chartkit import PREDICTED_LOOK
 from suite.kit.tidy import speedups, tidy, timed
 from suite.report.plots import make_charts, speedup_chart, time_chart
 from tests.test_plots_report import _row
@@ -110,8 +111,9 @@ def _by_length(ops: list[str], n: int, backend: str) -> float:
 
 
 def _measured(ax: plt.Axes, color: tuple) -> list[tuple[list[float], list[float]]]:
-    """(x, y) of each line in one implementation's colour: the measured ones (predictions are grey)."""
-    return [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.lines if to_rgba(ln.get_color()) == color]
+    """(x, y) of each line in one implementation's colour: the measured ones (a prediction has a bar per point)."""
+    mine = [ln for ln in ax.lines if to_rgba(ln.get_color()) == color]
+    return [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in mine if ln.get_marker() != PREDICTED_LOOK["marker"]]
 
 
 def test_chain_chart_draws_one_line_per_family() -> None:

@@ -20,7 +20,8 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from suite.core.scenario import Scenario
-from suite.kit.chartkit import STYLE, log2_counts, save
+from suite.kit.chartkit import STYLE, count_axis, plain_log_y, save
+from suite.kit.size_ticks import dodged
 from suite.kit.tidy import json_dict, timed
 
 SCENARIO = "attention"
@@ -48,11 +49,20 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _facets(
-    data: pd.DataFrame, draw: Callable[[pd.DataFrame], None], title: str, ylabel: str, legend: dict, row: str
+    data: pd.DataFrame,
+    draw: Callable[[pd.DataFrame], None],
+    title: str,
+    ylabel: str,
+    legend: dict,
+    row: str,
+    dodge: tuple[str, ...] = ("impl", "variant"),
 ) -> plt.Figure:
-    """Cases in columns (at most MAX_COLS), `row` in rows; the look of suite.report.plots (whitegrid, log2 x)."""
+    """Cases in columns (at most MAX_COLS), `row` in rows; the look of suite.report.plots (whitegrid, log2 x; one
+    seq_len a category, the lines told apart by `dodge` set side by side at it)."""
     cases = sorted(data["case"].unique())[:MAX_COLS]
     data = data[data["case"].isin(cases)]
+    values = data["seq_len"]
+    data = dodged(data, "seq_len", dodge)  # one seq_len: the lines' points side by side at it
     rows = sorted(data[row].unique())
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         grid = sns.FacetGrid(
@@ -70,8 +80,9 @@ def _facets(
         grid.map_dataframe(lambda data, **_: draw(data))
         grid.set_titles(col_template="{col_name}", row_template="{row_name}")
         for ax in grid.axes.flat:
-            log2_counts(ax, data["seq_len"])
+            count_axis(ax, values)
             ax.set_yscale("log")
+            plain_log_y(ax)
         grid.set_axis_labels("seq_len (keys = queries per head)", ylabel)
         grid.add_legend(legend_data=legend, title="")
         only = "" if len(rows) > 1 or "[" in title else f" [{', '.join(map(str, rows))}]"
@@ -158,5 +169,5 @@ def traffic_chart(frame: pd.DataFrame, outdir: Path, scn: Scenario) -> list[Path
     }
     legend |= {f"{v}: footprint": Line2D([], [], color=c, ls=(0, (1, 2))) for v, c in colors.items() if v != "library"}
     title = f"attention: ledger traffic per run and memory footprint per variant [{dtype}]"
-    fig = _facets(data, draw, title, "GB (log scale)", legend, row="model")
+    fig = _facets(data, draw, title, "GB (log scale)", legend, row="model", dodge=("variant",))
     return [save(fig, Path(outdir) / f"traffic_{SCENARIO}.png")]

@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from scenarios.elementwise_chain.ops import TRANSCENDENTAL
 from suite.kit.chartkit import (
     STYLE,
+    comparisons,
     grid,
     impl_handles,
     measured_handles,
@@ -28,7 +29,7 @@ from suite.kit.chartkit import (
     save,
     scenario,
 )
-from suite.kit.tidy import BASELINE, chart_name, json_dict, speedups, timed
+from suite.kit.tidy import chart_name, json_dict, speedups, timed
 
 FAMILIES = {"cheap ops only": ("-", None), "with tanh/exp": ("-.", "white")}
 """Line style and marker face per chain family on the speedup-vs-chain chart (None: the line's colour); a family
@@ -62,13 +63,13 @@ def chain_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ls, face = FAMILIES[fam]
             ax.plot(line["order"], line["speedup"], ls=ls, marker=marker, mfc=face, color=colors[impl], ms=6)
             ax.fill_between(line["order"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
-        predicted(ax, data, "order")
+        predicted(ax, data, "order", colors)
 
     at = {i: _sizes_text(top.loc[top["impl"] == i, ["size_axis", "size"]]) for i in colors}
     impls = {f"{i} ({at[i]})": h for i, h in impl_handles(colors).items() if i in set(top["impl"])}
     legend = {**impls, **measured_handles(pairs), **_family_handles(top["family"]), **predicted_handles(pairs)}
-    title = f"{scenario(pairs)}: speedup over {BASELINE} vs chain length at the largest size"
-    ylabel = f"speedup ({BASELINE} time / {', '.join(sorted(top['variant'].unique()))} time)"
+    title = f"{scenario(pairs)}: speedup of {comparisons(top)} vs chain length at the largest size"
+    ylabel = "speedup (baseline time / variant time)"
     xlabel = "chain length (ops fused into one kernel)"
     return ratio_axis(grid(top, draw, title, ylabel, legend, x="order", col="dtype", row=None, xlabel=xlabel), top)
 

@@ -20,7 +20,9 @@ from matplotlib.lines import Line2D
 
 from scenarios.normalization.decomposition import reread_bytes
 from suite.core.scenario import get
-from suite.kit.chartkit import CEILING_LEGEND, STYLE, draw_ceilings, log2_counts, save
+from suite.kit.ceiling_marks import ceiling_legend, draw_ceilings, per_size
+from suite.kit.chartkit import STYLE, count_axis, save
+from suite.kit.size_ticks import dodged
 from suite.kit.tidy import json_dict, tidy, timed
 
 MAX_COLS = 4
@@ -80,7 +82,10 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
     colors = dict(zip(impls, sns.color_palette("colorblind", len(impls)), strict=False))
     cases = sorted(rows["case"].unique())[:MAX_COLS]
     rows = rows[rows["case"].isin(cases)]
+    cols = rows["cols"]
+    rows = dodged(rows, "cols")  # one width: the lines' points side by side at it
     dtypes = sorted(rows["dtype"].unique(), reverse=True)
+    stepped = per_size(rows, "cols")
 
     def draw(data: pd.DataFrame, **_: object) -> None:
         ax = plt.gca()
@@ -88,7 +93,7 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             line = line.groupby("cols", as_index=False)["effective"].median()
             ls, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["cols"], line["effective"], ls=ls, marker=marker, color=colors[impl], ms=5)
-        draw_ceilings(ax, data)
+        draw_ceilings(ax, data, "cols", stepped)
         _mark_tiles(ax, data)
 
     legend = {
@@ -97,7 +102,7 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             v: Line2D([], [], color="0.2", ls=STYLE.get(v, ("-.", "D"))[0], marker=STYLE.get(v, ("-.", "D"))[1])
             for v in sorted(rows["variant"].unique())
         },
-        **CEILING_LEGEND,
+        **ceiling_legend(rows, "cols", stepped),
         "tile: wider rows are read twice by fused": Line2D([], [], color="0.5", ls="--", lw=1.1),
     }
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
@@ -116,9 +121,10 @@ def effective_bandwidth_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
         grid.map_dataframe(draw)
         grid.set_titles(col_template="{col_name}", row_template="{row_name}")
         for ax in grid.axes.flat:
-            log2_counts(ax, rows["cols"])
+            count_axis(ax, cols)
             ax.set_ylim(bottom=0)
-        grid.set_axis_labels("cols (elements per row, log scale)", "effective bandwidth (GB/s)")
+        scale = ", log scale" if cols.max() >= 4 * cols.min() else ""  # see `count_axis`
+        grid.set_axis_labels(f"cols (elements per row{scale})", "effective bandwidth (GB/s)")
         grid.add_legend(legend_data=legend, title="")
         only = "" if len(dtypes) > 1 else f" [{dtypes[0]}]"
         title = f"{scenario}: effective bandwidth, minimal bytes (x once, y once) / median time{only}"

@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import Bbox
 
 from suite.core.scenario import lookup
+from suite.kit.size_ticks import categorical, dodged
 from suite.kit.tidy import dtype_rank
 
 DPI = 120
@@ -46,44 +47,18 @@ STYLE: dict[str, tuple[LineStyle, str]] = {
 """Line style and marker per variant; any other variant gets dash-dot and a diamond. Eager (the decomposition op
 by op) is dash-dot-dot and compiled long-dashed, so neither reads as the hand-written unfused or library line."""
 PREDICTED = {"cpu": (0, (5, 2)), "cuda": (0, (2, 2))}
+PREDICTED_LOOK = {"lw": 1.2, "marker": "_", "ms": 12, "mew": 1.4}
+"""A predicted speedup's line; the bar at each point keeps a prediction at a lone size visible."""
 Draw = Callable[..., None]
-CEILING_LEGEND = {"measured copy ceiling (ordinary stores)": Line2D([], [], color="0.25", ls=":", lw=1.6)}
-
-
-def draw_ceilings(ax: plt.Axes, data: pd.DataFrame) -> None:
-    """Each device's copy ceiling, and above it, where memcpy streams past it, the copy no kernel here can reach
-    (see suite.run.ceiling): rows carry both, so charts read them from the rows they draw."""
-    ceilings = data.groupby("device")[["ceiling_gbps", "ceiling_streaming_gbps"]].median()
-    for device, (ceiling, streaming) in ceilings.iterrows():
-        if ceiling == ceiling:
-            ax.axhline(ceiling, color="0.25", ls=":", lw=1.6)
-            ax.annotate(
-                f"{device} copy: {ceiling:,.0f} GB/s",
-                (0.02, ceiling),
-                xycoords=("axes fraction", "data"),
-                xytext=(0, 3),
-                textcoords="offset points",
-                fontsize=8,
-                color="0.25",
-            )
-        if streaming == streaming and streaming > 1.05 * ceiling:
-            ax.axhline(streaming, color="0.6", ls=":", lw=1.2)
-            ax.annotate(
-                f"{device} streaming-store copy: {streaming:,.0f} GB/s",
-                (0.02, streaming),
-                xycoords=("axes fraction", "data"),
-                xytext=(0, 3),
-                textcoords="offset points",
-                fontsize=7,
-                color="0.5",
-            )
 
 
 def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, **facets: str | None) -> sns.FacetGrid:
     """Cases in columns, dtypes in rows (when several); `draw` fills each facet from its slice of `data`.
 
     facets: x ("size", or another numeric column), col ("title", the case's facet title, or "dtype"), row
-    ("dtype", None for a single row) and xlabel (default: the problem size, in the scenario's unit).
+    ("dtype", None for a single row), xlabel (default: the problem size, in the scenario's unit) and xticks
+    ("drawn" where `draw` ticks x itself; else x spread over 4× or more is a log2 axis, and fewer, closer values
+    are categories, `suite.kit.size_ticks.categorical`).
     """
     x, col, row = facets.get("x", "size"), facets.get("col", "title"), facets.get("row", "dtype")
     row = row if row and data[row].nunique() > 1 else None
@@ -91,6 +66,9 @@ def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, 
     if len(cols) < data[col].nunique():
         title += f" — {len(cols)} of {data[col].nunique()} cases shown"
     data = data[data[col].isin(cols)]
+    values = data[x].dropna().unique()
+    if x == "size" and facets.get("xticks") != "drawn":
+        data = dodged(data, x)  # one size: the series side by side at it (a measured x, such as bytes, stays put)
     rows = sorted(data[row].unique(), key=dtype_rank) if row else None
     grid = sns.FacetGrid(
         data,
@@ -110,6 +88,8 @@ def grid(data: pd.DataFrame, draw: Draw, title: str, ylabel: str, legend: dict, 
     for ax in grid.axes.flat:
         if data[x].max() >= 4 * data[x].min():
             log2_axis(ax, data[x], plain=x != "size")
+        elif facets.get("xticks") != "drawn":  # one size, or a few close ones: each ticked where it is
+            categorical(ax, values)
     grid.set_axis_labels(facets.get("xlabel") or _size_label(data), ylabel)
     grid.add_legend(legend_data=legend, title="")
     only = "" if "dtype" in (row, col) else f" [{', '.join(sorted(data['dtype'].unique()))}]"
@@ -133,12 +113,20 @@ def _size_label(data: pd.DataFrame) -> str:
     return f"problem size {', '.join(axes)}{f' ({unit})' if unit else ''}"
 
 
-def predicted(ax: plt.Axes, data: pd.DataFrame, x: str) -> None:
-    """The ledger's prediction: one grey dashed line per device (its store model), whatever the backend."""
-    for (device, _), line in data.groupby(["device", "variant"]):
+def predicted(ax: plt.Axes, data: pd.DataFrame, x: str, colors: dict[str, tuple]) -> None:
+    """The ledger's prediction beside each measured line: its implementation's colour, dashed per device (its store
+    model), a bar across each point so that a prediction at a single size is seen too."""
+    for (impl, device, _), line in data.groupby(["impl", "device", "variant"]):
         line = line.groupby(x, as_index=False)["predicted"].median()
-        ax.plot(line[x], line["predicted"], color="0.35", ls=PREDICTED.get(device, "--"), lw=1.4)
+        ax.plot(line[x], line["predicted"], color=colors[impl], ls=PREDICTED.get(device, "--"), **PREDICTED_LOOK)
     ax.axhline(1.0, color="0.1", lw=0.9)
+
+
+def comparisons(pairs: pd.DataFrame) -> str:
+    """What each compared variant is divided by: 'fused over unfused; compiled, library over eager'."""
+    found = pairs[["variant", "baseline"]].drop_duplicates().sort_values(["baseline", "variant"])
+    by = found.groupby("baseline", sort=False)["variant"].agg(", ".join)
+    return "; ".join(f"{variants} over {baseline}" for baseline, variants in by.items())
 
 
 def ratio_axis(grid: sns.FacetGrid, data: pd.DataFrame) -> plt.Figure:
@@ -151,6 +139,15 @@ def ratio_axis(grid: sns.FacetGrid, data: pd.DataFrame) -> plt.Figure:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
         ax.yaxis.set_minor_formatter(NullFormatter())
     return grid.figure
+
+
+def plain_log_y(ax: plt.Axes) -> None:
+    """A log y axis ticked in plain numbers (20, not 2×10¹, beside 10¹ in another notation); over less than 20×,
+    where a decade may hold no major tick, the minor ticks at 2 and 5 are labelled too."""
+    low, high = ax.get_ylim()
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    minor = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")
+    ax.yaxis.set_minor_formatter(minor if low > 0 and high / low < 20 else NullFormatter())
 
 
 def log2_axis(ax: plt.Axes, values: pd.Series, plain: bool) -> None:
@@ -173,12 +170,25 @@ def log2_counts(ax: plt.Axes, values: pd.Series) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def count_axis(ax: plt.Axes, values: pd.Series) -> None:
+    """A family's swept count on x: a log2 axis (`log2_counts`) where it spans 4× or more, else each value its own
+    category (`suite.kit.size_ticks.categorical`), so one seq_len is a tick at the points, not a place on a scale."""
+    values = values.dropna()
+    if values.max() >= 4 * values.min():
+        log2_counts(ax, values)
+    else:
+        categorical(ax, values.unique())
+
+
 def palette(impls: list[str]) -> dict[str, tuple]:
     return dict(zip(impls, sns.color_palette("colorblind", max(len(impls), 1)), strict=False))
 
 
-def impl_handles(colors: dict[str, tuple]) -> dict[str, Line2D]:
-    return {impl: Line2D([], [], color=c, lw=2.5) for impl, c in colors.items()}
+def impl_handles(colors: dict[str, tuple], drawn: pd.Series | None = None) -> dict[str, Line2D]:
+    """A colour swatch per implementation; given the `drawn` rows' impl column, only theirs (an implementation
+    the chart has no line of gets no entry)."""
+    keep = set(colors) if drawn is None else set(drawn)
+    return {impl: Line2D([], [], color=c, lw=2.5) for impl, c in colors.items() if impl in keep}
 
 
 def variant_handles(variants: pd.Series) -> dict[str, Line2D]:
@@ -190,15 +200,19 @@ def variant_handles(variants: pd.Series) -> dict[str, Line2D]:
 
 
 def measured_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
-    variants = sorted(pairs["variant"].unique())
-    return {f"measured ({v})": Line2D([], [], color="0.2", marker=STYLE.get(v, ("-.", "D"))[1]) for v in variants}
+    """A marker per compared variant, labelled with what its times are divided by (its baseline's)."""
+    found = pairs[["variant", "baseline"]].drop_duplicates().sort_values(["variant", "baseline"])
+    return {
+        f"measured: {b} time / {v} time": Line2D([], [], color="0.2", marker=STYLE.get(v, ("-.", "D"))[1])
+        for v, b in found.itertuples(index=False)
+    }
 
 
 def predicted_handles(pairs: pd.DataFrame) -> dict[str, Line2D]:
     out = {}
     for device in sorted(pairs["device"].unique()):
         style = PREDICTED.get(device, "--")
-        out[f"predicted by ledger ({device})"] = Line2D([], [], color="0.35", ls=style, lw=1.4)
+        out[f"predicted by ledger ({device})"] = Line2D([], [], color="0.35", ls=style, **PREDICTED_LOOK)
     out["1× (break-even)"] = Line2D([], [], color="0.1", lw=0.9)
     return out
 
@@ -219,9 +233,10 @@ def fit(figure: plt.Figure) -> None:
     """Lay a figure out so that nothing in it overlaps or lies outside it; its axes keep their size.
 
     Seaborn sizes a facet grid for its facets and legend, not for its title and labels: over a single facet a long
-    title is wider than the whole figure, and a y label longer than its facet is tall runs up into the facet's and
-    the figure's titles. So every axis label wraps to the length of its axes, the title wraps to the figure's width
-    and sits above every facet's title, and the figure grows (the axes never shrink) to hold it all.
+    title is wider than the whole figure, a y label longer than its facet is tall runs up into the facet's and the
+    figure's titles, and a facet's title (a case's parameters) wider than its facet runs into its neighbour's. So
+    every facet title and axis label wraps to the length of its axes, the title wraps to the figure's width and
+    sits above every facet's title, and the figure grows (the axes never shrink) to hold it all.
     """
     figure.draw_without_rendering()  # settles limits, ticks and titles, which the extents below depend on
     renderer = figure.canvas.get_renderer()
@@ -229,6 +244,7 @@ def fit(figure: plt.Figure) -> None:
         box = ax.get_window_extent(renderer)
         wrap(ax.xaxis.label, box.width)
         wrap(ax.yaxis.label, box.height)
+        wrap(ax.title, box.width)  # a case's parameters, side by side, ran into the next facet's
     heading = figure._suptitle  # the Text; get_suptitle() gives only its string
     if heading is not None:
         heading.set_in_layout(False)  # first the rest, then the title takes the width that leaves it

@@ -144,6 +144,7 @@ def chart(found: pd.DataFrame, outdir: Path) -> Path | None:
             col="dtype",
             row=None,
             xlabel="modeled bytes (ledger, log)",
+            xticks="drawn",
         )
         for ax in facets.axes.flat:
             ax.set_xscale("log")  # bytes span decades: a log10 axis, its default ticks (grid's is log2)

@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 
 from suite.kit.chartkit import grid, save, scenario
 from suite.kit.markdown import details, table
+from suite.kit.size_ticks import size_labels
 from suite.kit.tidy import chart_name, fmt_size
 
 MIB = 2**20
@@ -147,15 +148,24 @@ def chart(rows: pd.DataFrame, outdir: Path) -> Path | None:
                 )
                 if pd.notna(modeled):
                     ax.plot([x - width / 2, x + width / 2], [modeled / MIB] * 2, color="black", lw=1.5)
-        ax.set_xticks(range(len(sizes)), [fmt_size(v) for v in sizes])
+        ax.set_xticks(range(len(sizes)), size_labels(sizes))
 
     legend = {bar: Patch(color=colors[bar]) for bar in bars}
-    legend["modeled peak"] = Line2D([], [], color="black", lw=1.5)
-    legend["model only (not measured)"] = Patch(facecolor="white", edgecolor="0.4", hatch="//")
+    if peaks["peak_bytes_modeled"].notna().any():
+        legend["modeled peak"] = Line2D([], [], color="black", lw=1.5)
+    if peaks["peak_bytes"].isna().any():  # a bar drawn from the model alone, hatched
+        legend["model only (not measured)"] = Patch(facecolor="white", edgecolor="0.4", hatch="//")
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.9):
         title = f"{scenario(peaks)}: peak memory, measured (bars) and modeled (ticks)"
         axis = rows["size_axis"].iloc[0]
         figure = grid(
-            peaks.assign(slot=1), draw, title, "peak memory (MiB)", legend, x="slot", xlabel=f"problem size {axis}"
+            peaks.assign(slot=1),
+            draw,
+            title,
+            "peak memory (MiB)",
+            legend,
+            x="slot",
+            xlabel=f"problem size {axis}",
+            xticks="drawn",
         ).figure
     return save(figure, Path(outdir) / chart_name(KIND, scenario(peaks)))

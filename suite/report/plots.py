@@ -16,17 +16,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from suite.core.scenario import lookup
+from suite.kit.ceiling_marks import ceiling_legend, draw_ceilings, per_size
 from suite.kit.chartkit import (
-    CEILING_LEGEND,
     STYLE,
-    draw_ceilings,
+    comparisons,
     grid,
     impl_handles,
     measured_handles,
     palette,
+    plain_log_y,
     predicted,
     predicted_handles,
     ratio_axis,
@@ -34,13 +36,16 @@ from suite.kit.chartkit import (
     scenario,
     variant_handles,
 )
-from suite.kit.tidy import BASELINE, chart_name, crossover, fmt_size, timed
+from suite.kit.tidy import chart_name, crossover, fmt_size, timed
 from suite.report import memory
 from suite.report.rival_chart import REFERENCE, rival_chart
 from suite.report.tidied import Tidied
 
 CROSSOVER = "crossover"
 """The gid of a crossover label, by which `_stack_crossovers` finds it."""
+CROSSOVER_LOOK = {"ls": ":", "lw": 1.2}
+"""The dotted vertical line at a crossover, in its implementation's colour."""
+CROSSOVER_LEGEND = "from here on the variant pays (crossover)"
 GAP = 3.0
 """Points between crossover labels set side by side."""
 
@@ -102,13 +107,20 @@ def time_chart(rows: pd.DataFrame, colors: dict[str, tuple], pairs: pd.DataFrame
                 _mark_crossover(ax, where, colors[impl], f"{variant} pays from {line['size_axis'].iloc[0]}=")
         ax.set_yscale("log")
 
-    legend = {**impl_handles(colors), **variant_handles(rows["variant"])}
+    legend = {**impl_handles(colors, rows["impl"]), **variant_handles(rows["variant"])}
+    legend |= _crossover_handle(rows["pays_from"].notna().any())
     title = f"{scenario(rows)}: median kernel time (band: interquartile range)"
-    return _stack_crossovers(grid(rows, draw, title, "median time (ms, log scale)", legend).figure)
+    facets = grid(rows, draw, title, "median time (ms, log scale)", legend)
+    for ax in facets.axes.flat:  # the limits are shared and settled once every facet is drawn
+        plain_log_y(ax)
+    return _stack_crossovers(facets.figure)
 
 
 def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Measured speedup over the baseline against size, the ledger's predicted speedup dashed beside it."""
+    """Measured speedup over each variant's baseline against size, the ledger's predicted speedup dashed beside it.
+
+    A row names its baseline (a hand-written fused kernel is divided by the unfused one, torch's compiled and
+    library variants by eager): the title and the legend say which for every line."""
 
     def draw(data: pd.DataFrame, **_: object) -> None:
         ax = plt.gca()
@@ -119,17 +131,21 @@ def speedup_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ax.fill_between(line["size"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
             if (where := _pays_from(line)) is not None:
                 _mark_crossover(ax, where, colors[impl], f"{variant} pays from ")
-        predicted(ax, data, "size")
+        predicted(ax, data, "size", colors)
 
-    legend = {**impl_handles(colors), **measured_handles(pairs), **predicted_handles(pairs)}
-    variants = ", ".join(sorted(pairs["variant"].unique()))
-    title = f"{scenario(pairs)}: speedup of {variants} over {BASELINE} (same backend, device, dtype)"
-    facets = grid(pairs, draw, title, f"speedup ({BASELINE} time / {variants} time)", legend)
+    legend = {**impl_handles(colors, pairs["impl"]), **measured_handles(pairs), **predicted_handles(pairs)}
+    crossed = any(_pays_from(line) is not None for _, line in pairs.groupby(["series", "dtype", "impl", "variant"]))
+    legend |= _crossover_handle(crossed)
+    title = f"{scenario(pairs)}: speedup of {comparisons(pairs)} (same backend, device, dtype)"
+    facets = grid(pairs, draw, title, "speedup (baseline time / variant time)", legend)
     return _stack_crossovers(ratio_axis(facets, pairs))
 
 
 def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
-    """Achieved bandwidth (bytes read + written / median time) against size, under the run's copy ceiling."""
+    """Achieved bandwidth (bytes read + written / median time) against size, under the run's copy ceiling: drawn
+    per size where the case readings spread (`suite.kit.ceiling_marks`), so each point is read against the copy
+    its own `pct_of_ceiling` is of."""
+    stepped = per_size(rows)
     ceilings = rows["ceiling_gbps"].dropna()
     wide = rows["gbps"].max() / rows["gbps"].min() > 100 or (len(ceilings) and ceilings.max() / ceilings.min() > 10)
     highest = np.nanmax([rows["gbps"].max(), rows["ceiling_gbps"].max(), rows["ceiling_streaming_gbps"].max()])
@@ -140,7 +156,7 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             line = line.sort_values("size")
             ls, marker = STYLE.get(variant, ("-.", "D"))
             ax.plot(line["size"], line["gbps"], ls=ls, marker=marker, color=colors[impl], ms=5)
-        draw_ceilings(ax, data)
+        draw_ceilings(ax, data, stepped=stepped)
         if wide:  # a CPU and a GPU side by side: ceilings decades apart
             ax.set_yscale("log")
             top = 2 * highest
@@ -150,7 +166,11 @@ def bandwidth_chart(rows: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
         else:
             ax.set_ylim(0, 1.15 * highest)
 
-    legend = {**impl_handles(colors), **variant_handles(rows["variant"]), **CEILING_LEGEND}
+    legend = {
+        **impl_handles(colors, rows["impl"]),
+        **variant_handles(rows["variant"]),
+        **ceiling_legend(rows, stepped=stepped),
+    }
     title = f"{scenario(rows)}: achieved bandwidth (ledger bytes read + written / median time)"
     return grid(rows, draw, title, "achieved bandwidth (GB/s)", legend).figure
 
@@ -161,13 +181,18 @@ def _pays_from(line: pd.DataFrame) -> float | None:
     return where if where is not None and where > line["size"].min() else None
 
 
+def _crossover_handle(drawn: bool) -> dict[str, Line2D]:
+    """The legend entry of the crossover lines, where a chart draws any."""
+    return {CROSSOVER_LEGEND: Line2D([], [], color="0.2", **CROSSOVER_LOOK)} if drawn else {}
+
+
 def _mark_crossover(ax: plt.Axes, where: float, color: tuple, label: str) -> None:
     """A dotted vertical line at the crossover size, labelled `label` + the size along its foot (left of the line).
 
     `label` names the variant: an implementation's variants share its colour, so the colour alone says only whose
     line it is. A light box keeps the label legible where it runs over the lines it describes; where labels of
     several lines would overprint, `_stack_crossovers` moves them apart once the chart is drawn."""
-    ax.axvline(where, color=color, ls=":", lw=1.2)
+    ax.axvline(where, color=color, **CROSSOVER_LOOK)
     ax.annotate(
         f"{label}{fmt_size(where)}",
         (where, 0.02),
