@@ -40,6 +40,11 @@ class Pass:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+class Written(dict):
+    """A forward's `saved` where that forward wrote the gradients itself (a training step whose forward folds the
+    backward in, chunk by chunk): the backward handed it has nothing left to compute and launches nothing."""
+
+
 Forward = Callable[[dict[str, Any], Any, dict, dict], Pass]
 """forward(inputs, y, params, opts) -> Pass whose `saved` is what the backward pass reads."""
 Backward = Callable[[dict[str, Any], Mapping[str, Any], Mapping[str, Any], dict, dict], Pass]
