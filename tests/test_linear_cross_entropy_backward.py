@@ -86,9 +86,19 @@ def test_backward_ledger_matches_a_hand_count() -> None:
     assert fused.peak_bytes == held + t * 4 + c * v * s + hv * 4  # lse, a chunk of g, the dweight scratch
 
     train = phases.phased(scenarios.get(FAMILY), phases.TRAIN).ledger(params, "float32")
-    assert train["unfused"].peak_bytes - train["fused"].peak_bytes == 2 * n * s - t * 4 - c * v * s - hv * 4
-    assert train["fused"].launches == 3 * 2 + 1 + fused.launches
     assert train["unfused"].launches == 4 + 3  # GEMM, log-softmax, gather, mean; then the backward's three
+    assert train["unfused"].peak_bytes == held + 2 * n * s  # logp kept, g beside it
+    step = train["fused"]
+    # per chunk: the logits GEMM, the row kernel (loss, lse), then g, dhidden's GEMM, dweight's; two adds; the mean
+    assert step.launches == 3 * 5 + 2 + 1
+    assert sum(k.name.startswith("logits = hidden") for k in step.kernels) == 3  # no chunk's logits twice
+    rows = [(m * h + hv) * s + (m * v * s + m * 8) for m in (2, 2, 1)]  # GEMM: hidden rows, W; rows: logits, targets
+    grads = [(m * v * s + m * 12 + s) + (m * v + hv) * s + (m * h + m * v) * s for m in (2, 2, 1)]
+    assert step.bytes_read == sum(rows) + sum(grads) + 2 * hv * (s + 4) + t * (4 + 8)  # the mean: losses, targets
+    # logits, loss and lse; g, dhidden rows, dweight's term; the adds; y
+    written = [m * v * s + m * 8 + m * v * s + m * h * s + hv * s for m in (2, 2, 1)]
+    assert step.bytes_written == sum(written) + 2 * hv * s + s
+    assert step.peak_bytes == held + s + t * (4 + 4) + c * v * s + hv * 4  # y, losses, lse, a chunk, the scratch
 
 
 def test_fused_saves_nothing_of_vocabulary_size() -> None:

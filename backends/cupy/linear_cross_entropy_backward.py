@@ -9,7 +9,9 @@ keeps the inputs and that (4 bytes a token). Fused backward, per chunk of tokens
 (GEMM), g = exp(l − lse)·dy/counted with dy/counted off the target, in place (`grad_lse`), dhidden[chunk] =
 g · Wᵀ into the output rows, and dweight's term hiddenᵀ[chunk] · g: into dweight itself for the first chunk,
 into an H × V float32 scratch for the others (cuBLAS asked for a float32 result), which `add_into` adds to
-dweight, as the ledger counts. Unfused forward: the GEMM into every token's logits, the cross-entropy family's
+dweight, as the ledger counts. In a training step the forward does that per-chunk work itself,
+right after each chunk's row kernel (the logits computed once, Liger's order), and the backward launches
+nothing. Unfused forward: the GEMM into every token's logits, the cross-entropy family's
 log-softmax in place, gather and mean; logp kept. Unfused backward: g from logp (`grad_logp`) into a
 tokens × vocab buffer, then the two GEMMs over all of it.
 
@@ -38,7 +40,7 @@ from scenarios.linear_cross_entropy import chunks
 from suite.core.registry import Launcher
 from suite.core.targets import NATIVE
 from suite.kit.launch_shape import block_chosen_by, launch_notes
-from suite.kit.training import Pass, training
+from suite.kit.training import Pass, Written, training
 
 GRAD = r"""
 // dy / counted tokens of the whole batch, in every thread of the block.
@@ -137,7 +139,7 @@ def _pass(steps: list, settings: dict, tokens: int, opts: dict, context: Any, sa
                     kernel((grid,), (threads,), args)
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
-    return Pass(run, saved or {}, launch_notes(settings, (tokens,), by, kernels=len(steps)))
+    return Pass(run, saved if saved is not None else {}, launch_notes(settings, (tokens,), by, kernels=len(steps)))
 
 
 def _kernel(name: str, dtype: str, threads: int, family: str = "lce") -> Any:
@@ -145,8 +147,32 @@ def _kernel(name: str, dtype: str, threads: int, family: str = "lce") -> Any:
     return build(text, kernel_name, threads=threads)
 
 
-def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
-    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse."""
+def _gradient_steps(h: Any, w: Any, targets: Any, lse: Any, dy: Any, grads: Any, logits: Any, threads: int) -> Any:
+    """steps(i, a, b): chunk i's logits (tokens a..b−1, in `logits`) made its g in place, then dhidden's rows and
+    dweight's term from it: into dweight for the first chunk, into a float32 scratch added in for the others."""
+    dh, dw = grads["dhidden"], grads["dweight"]
+    (tokens, vocab), dtype = (h.shape[0], w.shape[1]), np.dtype(dh.dtype).name
+    term = TARGET.empty(dw.shape, "float32") if len(chunks(tokens, logits.shape[0])) > 1 else None
+    grad, add = _kernel("grad_lse", dtype, threads), _kernel("add_into", dtype, threads)
+    n = int(np.prod(dw.shape))
+
+    def steps(i: int, a: int, b: int) -> list:
+        x, g = h[a:b], logits[: b - a]
+        out = [
+            (grad, b - a, (g, g, targets, targets[a:b], lse[a:b], dy, np.int64(tokens), np.int64(vocab))),
+            _cublas(g, w.T, dh[a:b]),
+        ]
+        if i == 0:
+            return [*out, _cublas(x.T, g, dw)]
+        return [*out, _gemm(x.T, g, term), (add, -(-n // threads), (dw, term, np.int64(n)))]
+
+    return steps
+
+
+def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict, grads: Any = None) -> Pass:
+    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse. In a training
+    step (`grads` handed) each chunk's logits become its gradient at once: g in place, dhidden's rows, dweight's
+    term (Liger's order, three GEMMs a chunk); the backward is left nothing."""
     h, w, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
     (tokens, vocab), dtype = (h.shape[0], w.shape[1]), np.dtype(y.dtype).name
     chunk = int(params["chunk"])
@@ -154,39 +180,37 @@ def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> P
     logits = TARGET.empty((min(chunk, tokens), vocab), dtype)
     losses, lse = TARGET.empty((tokens,), "float32"), TARGET.empty((tokens,), "float32")
     rows, mean = _kernel("rows_lse", dtype, threads), _kernel("mean", dtype, threads, family="ce")
+    gradient = _gradient_steps(h, w, targets, lse, inputs["dy"], grads, logits, threads) if grads is not None else None
     steps: list = []
-    for a, b in chunks(tokens, chunk):
+    for i, (a, b) in enumerate(chunks(tokens, chunk)):
         part = logits[: b - a]
         steps.append(_cublas(h[a:b], w, part))
         steps.append((rows, b - a, (part, targets[a:b], losses[a:b], lse[a:b], np.int64(vocab))))
+        if gradient is not None:
+            steps.extend(gradient(i, a, b))
     steps.append((mean, 1, (losses, targets, y, np.int64(tokens))))
-    saved = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    kept = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    saved = kept if grads is None else Written(kept)
     return _pass(steps, {"threads": threads, "chunk": min(chunk, tokens)}, tokens, opts, context, saved)
 
 
 def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict, opts: dict) -> Pass:
-    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk)."""
+    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk): the
+    backward phase has only the lse the forward kept, so each chunk's logits are computed twice across the two
+    passes. In a training step the forward wrote both gradients and this launches nothing."""
+    if isinstance(saved, Written):
+        return Pass(lambda: None, notes={"gradients": "written by the forward, chunk by chunk"})
     h, w, targets, lse = saved["hidden"], saved["weight"], saved["targets"], saved["logsumexp"]
-    dy, dh, dw = inputs["dy"], grads["dhidden"], grads["dweight"]
-    (tokens, vocab), dtype = (h.shape[0], w.shape[1]), np.dtype(dh.dtype).name
+    (tokens, vocab), dtype = (h.shape[0], w.shape[1]), np.dtype(grads["dhidden"].dtype).name
     chunk = int(params["chunk"])
     threads, context = _settings(opts)
     spans = chunks(tokens, chunk)
     logits = TARGET.empty((min(chunk, tokens), vocab), dtype)
-    term = TARGET.empty(dw.shape, "float32") if len(spans) > 1 else None
-    grad, add = _kernel("grad_lse", dtype, threads), _kernel("add_into", dtype, threads)
-    n = int(np.prod(dw.shape))
+    gradient = _gradient_steps(h, w, targets, lse, inputs["dy"], grads, logits, threads)
     steps: list = []
     for i, (a, b) in enumerate(spans):
-        x, g = h[a:b], logits[: b - a]
-        steps.append(_cublas(x, w, g))
-        steps.append((grad, b - a, (g, g, targets, targets[a:b], lse[a:b], dy, np.int64(tokens), np.int64(vocab))))
-        steps.append(_cublas(g, w.T, dh[a:b]))
-        if i == 0:
-            steps.append(_cublas(x.T, g, dw))
-        else:
-            steps.append(_gemm(x.T, g, term))
-            steps.append((add, -(-n // threads), (dw, term, np.int64(n))))
+        steps.append(_cublas(h[a:b], w, logits[: b - a]))
+        steps.extend(gradient(i, a, b))
     settings = {"threads": threads, "chunk": min(chunk, tokens), "chunks": len(spans)}
     return _pass(steps, settings, tokens, opts, context)
 

@@ -9,6 +9,8 @@ dy/counted with dy/counted off the target, in place in the same buffer (`_grad_r
 straight into the output rows, and dweight's term hiddenᵀ[chunk] · g: into dweight itself for the first chunk,
 into an H × V float32 scratch for the others, which `_add_into` adds to dweight (as the ledger counts it: the
 model's GEMMs write, they do not accumulate). No more than chunk × vocab of logits or gradient ever exists.
+In a training step the forward does that per-chunk work itself, right after each chunk's row kernel (the
+logits computed once, Liger's order), and the backward launches nothing.
 Unfused forward: the GEMM into every token's logits, the cross-entropy family's log-softmax in place over them,
 its gather and mean; logp kept. Unfused backward: g for every token from logp into a tokens × vocab buffer (the
 same row kernel, lse off), then the two GEMMs over all of it.
@@ -35,7 +37,7 @@ from backends.triton.record import record_triton
 from scenarios.linear_cross_entropy import chunks
 from suite.kit.launch import chunk_columns
 from suite.kit.launch_shape import chosen_by, launch_notes
-from suite.kit.training import Pass, training
+from suite.kit.training import Pass, Written, training
 
 ADD_BLOCK, ADD_WARPS = 1024, 4
 """dweight's add: the elementwise tutorial's block and warps, 8 elements a thread."""
@@ -139,8 +141,52 @@ def _notes(tile: int, warps: int, tokens: int, opts: dict, kernels: int, **extra
     return launch_notes(settings, (tokens,), chosen_by(opts, ("num_warps",)), kernels=kernels)
 
 
-def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
-    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse."""
+def _gradient_steps(
+    h: torch.Tensor,
+    w: torch.Tensor,
+    targets: torch.Tensor,
+    lse: torch.Tensor,
+    dy: torch.Tensor,
+    grads: Any,
+    logits: torch.Tensor,
+    tile: int,
+    warps: int,
+) -> tuple[list[tuple], Any]:
+    """(per-chunk work, step): `step(*work[i])` turns chunk i's logits (in `logits`) into its g in place and writes
+    dhidden's rows and dweight's term from it (into dweight for the first chunk, through the float32 scratch
+    added in for the others)."""  # fmt: skip
+    dh, dw = grads["dhidden"], grads["dweight"]
+    tokens, vocab = h.shape[0], w.shape[1]
+    spans = chunks(tokens, logits.shape[0])
+    term = torch.empty(dw.shape, dtype=torch.float32, device=dw.device) if len(spans) > 1 else None
+    const = {"HAS_LSE": True, "TILE": tile, "BLOCK": 32 * warps * COUNT_ITEMS}
+    work = []
+    for i, (a, b) in enumerate(spans):
+        g = logits[: b - a]
+        grad_args = (g, g, targets, targets[a:b], lse[a:b], dy, tokens, vocab)
+        launches = [(_grad_rows, (b - a,), grad_args, const)]
+        if i:
+            add_args = (dw, term, dw.numel())
+            grid = (triton.cdiv(dw.numel(), ADD_BLOCK),)
+            launches.append((_add_into, grid, add_args, {"BLOCK": ADD_BLOCK}, ADD_WARPS))
+        work.append((i, h[a:b], g, dh[a:b], _steps(launches, warps)))
+
+    def step(i: int, x: torch.Tensor, g: torch.Tensor, rows: torch.Tensor, launches: list[tuple]) -> None:
+        _run(launches[0])
+        torch.matmul(g, w.T, out=rows)
+        if i == 0:
+            torch.matmul(x.T, g, out=dw)
+        else:
+            _gemm_float32(x.T, g, term)
+            _run(launches[1])
+
+    return work, step
+
+
+def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict, grads: Any = None) -> Pass:
+    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse. In a training
+    step (`grads` handed) each chunk's logits become its gradient at once: g in place, dhidden's rows, dweight's
+    term (Liger's order, three GEMMs a chunk); the backward is left nothing."""
     h, w, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
     tokens, vocab, chunk = h.shape[0], w.shape[1], int(params["chunk"])
     tile, warps = _settings(vocab, params, opts)
@@ -154,6 +200,12 @@ def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> P
         steps.append((h[a:b], part, *_steps([rows], warps)))
     mean = _steps([(_mean, (1,), (losses, targets, y, tokens), {"BLOCK": MEAN_BLOCK})], warps)[0]
     on_stream = BACKEND.launch_stream(opts.get("stream"))
+    kept = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    work, step = (
+        _gradient_steps(h, w, targets, lse, inputs["dy"], grads, logits, tile, warps)
+        if grads is not None
+        else ([], None)
+    )
 
     def run() -> None:
         with on_stream():
@@ -162,46 +214,42 @@ def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> P
                 _run(rows)
             _run(mean)
 
-    notes = _notes(tile, warps, tokens, opts, 2 * len(steps) + 1, chunk=min(chunk, tokens))
-    return Pass(run, {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}, notes)
+    def train() -> None:
+        with on_stream():
+            for (x, part, rows), each in zip(steps, work, strict=True):
+                torch.matmul(x, w, out=part)
+                _run(rows)
+                step(*each)
+            _run(mean)
+
+    if grads is None:
+        return Pass(run, kept, _notes(tile, warps, tokens, opts, 2 * len(steps) + 1, chunk=min(chunk, tokens)))
+    launches = 2 * len(steps) + 1 + sum(3 + (i > 0) for i in range(len(work)))
+    notes = _notes(tile, warps, tokens, opts, launches, chunk=min(chunk, tokens))
+    return Pass(train, Written(kept), notes)
 
 
 def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict, opts: dict) -> Pass:
-    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk)."""
+    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk): the
+    backward phase has only the lse the forward kept, so each chunk's logits are computed twice across the two
+    passes. In a training step the forward wrote both gradients and this launches nothing."""
+    if isinstance(saved, Written):
+        return Pass(lambda: None, notes={"gradients": "written by the forward, chunk by chunk"})
     h, w, targets, lse = saved["hidden"], saved["weight"], saved["targets"], saved["logsumexp"]
-    dy, dh, dw = inputs["dy"], grads["dhidden"], grads["dweight"]
     tokens, vocab, chunk = h.shape[0], w.shape[1], int(params["chunk"])
     tile, warps = _settings(vocab, params, opts)
-    spans = chunks(tokens, chunk)
     logits = torch.empty(min(chunk, tokens), vocab, dtype=h.dtype, device=h.device)
-    term = torch.empty(dw.shape, dtype=torch.float32, device=dw.device) if len(spans) > 1 else None
-    const = {"HAS_LSE": True, "TILE": tile, "BLOCK": 32 * warps * COUNT_ITEMS}
-    work = []
-    for i, (a, b) in enumerate(spans):
-        g = logits[: b - a]
-        grad_args = (g, g, targets, targets[a:b], lse[a:b], dy, tokens, vocab)
-        launches = [(_grad_rows, (b - a,), grad_args, const)]
-        if i:
-            add_args = (dw, term, dw.numel())
-            grid = (triton.cdiv(dw.numel(), ADD_BLOCK),)
-            launches.append((_add_into, grid, add_args, {"BLOCK": ADD_BLOCK}, ADD_WARPS))
-        work.append((i, h[a:b], g, dh[a:b], _steps(launches, warps)))
+    work, step = _gradient_steps(h, w, targets, lse, inputs["dy"], grads, logits, tile, warps)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def run() -> None:
         with on_stream():
-            for i, x, g, rows, launches in work:
-                torch.matmul(x, w, out=g)
-                _run(launches[0])
-                torch.matmul(g, w.T, out=rows)
-                if i == 0:
-                    torch.matmul(x.T, g, out=dw)
-                else:
-                    _gemm_float32(x.T, g, term)
-                    _run(launches[1])
+            for each in work:
+                torch.matmul(each[1], w, out=each[2])
+                step(*each)
 
-    launches = sum(4 + (i > 0) for i in range(len(spans)))
-    return Pass(run, notes=_notes(tile, warps, tokens, opts, launches, chunks=len(spans)))
+    launches = sum(4 + (i > 0) for i in range(len(work)))
+    return Pass(run, notes=_notes(tile, warps, tokens, opts, launches, chunks=len(work)))
 
 
 def unfused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:

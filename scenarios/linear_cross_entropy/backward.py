@@ -12,6 +12,10 @@ exponential per logit. NumPy's matmul cannot accumulate (no β = 1), so every ch
 dweight term into an H × V float32 scratch and a parallel kernel adds it in: 3·H·V·4 more bytes a chunk,
 ledgered as its own kernel. Fused traffic is therefore higher (W read three times a chunk, the logits GEMM
 done twice); what it buys is the (T − c)·V·s bytes of the logits and again of their gradient in peak memory.
+That is the backward phase, handed only what the forward kept. A fused training step does Liger's: its forward,
+chunk by chunk, computes the logits and the loss, then at once g in place, dhidden's rows and dweight's term,
+so each chunk's logits are computed once (three GEMMs a chunk, as unfused) and the backward launches nothing
+(`fused_train`); it still keeps the lse (g is computed from it) and its peak holds one chunk buffer.
 
 What each variant keeps from its forward:
 - fused: hidden (T·H·s), weight (H·V·s), targets (8·T), the log-sum-exp (4·T).
@@ -93,6 +97,19 @@ def _grad_gemms(n: int, h: int, v: int, s: int, what: str) -> tuple[KernelTraffi
     )
 
 
+def chunk_gradient(i: int, a: int, b: int, h: int, v: int, s: int) -> list[KernelTraffic]:
+    """The fused variant's work on chunk i's logits (tokens a..b−1, already in its buffer): g in place from the
+    lse, dhidden's rows and dweight's term, added in from the float32 scratch past the first chunk."""
+    m, what = b - a, f"tokens {a}..{b - 1}"
+    out = [
+        KernelTraffic(f"g in place ({what})", m * v * s + m * (TARGET_BYTES + 4) + s, m * v * s, GRAD_FLOPS * m * v),
+        *_grad_gemms(m, h, v, s, what),
+    ]
+    if i:
+        out.append(KernelTraffic(f"dweight += scratch ({what})", h * v * (s + 4), h * v * s, h * v))
+    return out
+
+
 def backward_kernels(t: int, h: int, v: int, c: int, s: int) -> dict[str, tuple]:
     """Per variant (kernels, accesses, intermediate sizes) of the backward pass."""
     n, tb = t * v, t * TARGET_BYTES
@@ -102,12 +119,7 @@ def backward_kernels(t: int, h: int, v: int, c: int, s: int) -> dict[str, tuple]
     for i, (a, b) in enumerate(lce.chunks(t, c)):
         m, what = b - a, f"tokens {a}..{b - 1}"
         fused.append(KernelTraffic(f"logits = hidden · W ({what})", (m * h + h * v) * s, m * v * s, 2 * m * h * v))
-        fused.append(
-            KernelTraffic(f"g in place ({what})", m * v * s + m * (TARGET_BYTES + 4) + s, m * v * s, GRAD_FLOPS * m * v)
-        )
-        fused.extend(_grad_gemms(m, h, v, s, what))
-        if i:
-            fused.append(KernelTraffic(f"dweight += scratch ({what})", h * v * (s + 4), h * v * s, h * v))
+        fused.extend(chunk_gradient(i, a, b, h, v, s))
     nll = KernelTraffic("nll_loss backward (zeros, scatter)", tb + s, n * s, t)
     softmax = KernelTraffic("log-softmax backward", 2 * n * s, n * s, 3 * n)
     inductor = KernelTraffic("generated softmax backward", n * s + t * (4 + 4) + tb + s, n * s, GRAD_FLOPS * n + t)
@@ -219,14 +231,36 @@ class LinearCrossEntropyBackward(Backward):
         return out
 
     def ledger(self, scn: Scenario, params: Params, dtype: str, phase: str) -> dict[str, VariantLedger]:
-        """As `Backward.ledger`, but Liger's training step is its forward (which computes both gradients) and
-        its scaling alone: its row copies no saved gradient there."""
+        """As `Backward.ledger`, but a training step's forward does the gradients' work where it can: the fused
+        one's (`fused_train`), and Liger's, whose step is then its forward and its scaling alone (its row copies
+        no saved gradient there)."""
         out = super().ledger(scn, params, dtype, phase)
         if phase != BACKWARD:
             t, h, v, s = params["tokens"], params["hidden"], params["vocab"], np.dtype(dtype).itemsize
+            forward = self.forward_ledger(scn, params, dtype)
             scale = VariantLedger("liger/library", liger_scaling(t, h, v, s))
-            out["liger/library"] = train_ledger(self.forward_ledger(scn, params, dtype)["liger/library"], scale)
+            out["liger/library"] = train_ledger(forward["liger/library"], scale)
+            out["fused"] = fused_train(forward["fused"], params, s)
         return out
+
+
+def fused_train(forward: VariantLedger, params: Params, s: int) -> VariantLedger:
+    """The fused training step, Liger's structure on the fused variant's own chunks: each chunk's GEMM and row
+    kernel (loss and lse), then at once its g in place, dhidden's rows and dweight's term (`chunk_gradient`), so
+    no chunk's logits are computed twice (three GEMMs a chunk); the mean last, and no backward kernel. Its peak:
+    the case's buffers (hidden, W, targets, dy, y, dhidden, dweight), the losses and the lse, one chunk's logits
+    and, past one chunk, the H × V float32 scratch."""
+    t, h, v, c = params["tokens"], params["hidden"], params["vocab"], params["chunk"]
+    *rows, mean = forward.kernels
+    spans = lce.chunks(t, c)
+    kernels: list[KernelTraffic] = []
+    for i, (a, b) in enumerate(spans):
+        kernels.extend(rows[2 * i : 2 * i + 2])
+        kernels.extend(chunk_gradient(i, a, b, h, v, s))
+    held = 2 * (t * h + h * v) * s + t * TARGET_BYTES + 2 * s + t * (LOSS_BYTES + 4)
+    scratch = h * v * 4 if len(spans) > 1 else 0
+    peak = held + max(b - a for a, b in spans) * v * s + scratch
+    return VariantLedger("fused", (*kernels, mean), forward.removed, peak)
 
 
 def liger_forward(library: VariantLedger, params: Params, s: int) -> VariantLedger:

@@ -8,7 +8,8 @@ A backend writes two things per variant of a family that has a backward pass (`s
   `inputs` holds the upstream gradients as well, for a forward that folds the backward into its own pass
   (fused cross-entropy writes the logits' gradient while it has the row); such a forward takes a keyword
   `grads`, handed the gradient buffers in the train phase (None in the backward phase, where the gradient it
-  writes is what it saved).
+  writes is what it saved). A forward that, handed them, writes every gradient itself (linear cross-entropy's
+  fused chunks) returns its `saved` as `Written`, and its backward launches nothing.
 - `backward(inputs, saved, grads, params, opts) -> Pass`: reads `saved` and the upstream gradient (`inputs`
   holds both the forward's inputs and `dy`) and writes every buffer of `grads` (dx, dweight, ...).
 
@@ -38,6 +39,11 @@ class Pass:
     run: Callable[[], None]
     saved: Mapping[str, Any] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+
+
+class Written(dict):
+    """A forward's `saved` where that forward wrote the gradients itself (a training step whose forward folds the
+    backward in, chunk by chunk): the backward handed it has nothing left to compute and launches nothing."""
 
 
 Forward = Callable[[dict[str, Any], Any, dict, dict], Pass]

@@ -7,6 +7,10 @@ token). Fused backward, per chunk of tokens: the chunk's logits again (GEMM), g 
 dy/counted off the target, in place in the same buffer (`chunk_grad`), dhidden[chunk] = g · Wᵀ straight into the
 output rows, and dweight's term hiddenᵀ[chunk] · g: into dweight itself for the first chunk, into an H × V
 scratch added in by a parallel kernel for the others (NumPy's matmul has no β = 1 to accumulate in place).
+Fused training step: the forward does all of it, Liger-Kernel's way: each chunk's GEMM and row kernel, then at
+once g in place, dhidden's rows and dweight's term from the logits still in cache (three GEMMs a chunk, not four),
+and the backward launches nothing; the backward phase keeps the recomputation, since what it is handed is only
+what the forward kept (the lse), and one chunk buffer serves the whole step.
 Unfused forward: the GEMM into every token's logits, the cross-entropy family's log-softmax in place over them,
 its gather and mean; logp kept. Unfused backward: g for every token into a tokens × vocab buffer (the
 cross-entropy family's backward kernel), then the two GEMMs over all of it. float32 only, as the forward:
@@ -38,7 +42,7 @@ from backends.numba.ops import exp_float32
 from scenarios.cross_entropy import IGNORE_INDEX
 from scenarios.linear_cross_entropy import chunks
 from suite.core.registry import Unsupported
-from suite.kit.training import Pass, training
+from suite.kit.training import Pass, Written, training
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=False)
@@ -100,9 +104,37 @@ def _arrays(inputs: dict[str, Any], dtype: Any) -> tuple[np.ndarray, np.ndarray,
     return h, w, targets, dy
 
 
-def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
-    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse."""
-    h, w, targets, _ = _arrays(inputs, y.dtype)
+def _gradient_steps(
+    h: np.ndarray, w: np.ndarray, targets: np.ndarray, lse: np.ndarray, dy: np.ndarray, grads: Any, logits: np.ndarray
+) -> tuple[Any, list[tuple], Any]:
+    """(scale, per-chunk work, step): `step(s, work[i])` turns chunk i's logits (in `logits`) into its g in place
+    and writes dhidden's rows and dweight's term from it (into dweight for the first chunk, through an H × V
+    float32 scratch added in for the others). `scale(dy, targets)` gives the s it takes."""
+    dh, dw = grads["dhidden"], grads["dweight"]
+    spans = chunks(h.shape[0], logits.shape[0])
+    term = np.empty_like(dw) if len(spans) > 1 else dw
+    scale = compiled(grad_scale, dy, targets)
+    grad = compiled(chunk_grad, logits, targets, lse, 1.0)
+    add = compiled(add_into, dw, term)
+    work = [(i, h[a:b], logits[: b - a], targets[a:b], lse[a:b], dh[a:b]) for i, (a, b) in enumerate(spans)]
+
+    def step(s: float, i: int, x: np.ndarray, g: np.ndarray, t: np.ndarray, shift: np.ndarray, rows: Any) -> None:
+        grad(g, t, shift, s)
+        np.matmul(g, w.T, out=rows)
+        if i == 0:
+            np.matmul(x.T, g, out=dw)
+        else:
+            np.matmul(x.T, g, out=term)
+            add(dw, term)
+
+    return scale, work, step
+
+
+def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict, grads: Any = None) -> Pass:
+    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse. In a training
+    step (`grads` handed) each chunk's logits become its gradient while they are in cache: g in place, then
+    dhidden's rows and dweight's term (Liger's order), three GEMMs a chunk in all; the backward is left nothing."""
+    h, w, targets, dy = _arrays(inputs, y.dtype)
     tokens, vocab = h.shape[0], w.shape[1]
     chunk, tile = int(params["chunk"]), min(int(params["tile"]), vocab)
     logits = np.empty((min(chunk, tokens), vocab), np.float32)
@@ -110,42 +142,48 @@ def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> P
     rows = compiled(rows_with_lse, logits, targets, losses, lse, tile, scratch)
     mean = compiled(mean_kernel("float32"), losses, targets, y)
     spans = [(h[a:b], logits[: b - a], targets[a:b], losses[a:b], lse[a:b]) for a, b in chunks(tokens, chunk)]
+    kept = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    if grads is None:
 
-    def run() -> None:
-        for x, part, t, loss, shift in spans:
+        def run() -> None:
+            for x, part, t, loss, shift in spans:
+                np.matmul(x, w, out=part)
+                rows(part, t, loss, shift, tile, scratch)
+            mean(losses, targets, y)
+
+        return Pass(run, kept)
+
+    scale, work, step = _gradient_steps(h, w, targets, lse, dy, grads, logits)
+
+    def train() -> None:
+        s = scale(dy, targets)
+        for (x, part, t, loss, shift), each in zip(spans, work, strict=True):
             np.matmul(x, w, out=part)
             rows(part, t, loss, shift, tile, scratch)
+            step(s, *each)
         mean(losses, targets, y)
 
-    return Pass(run, {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse})
+    return Pass(train, Written(kept), notes={"chunks": len(spans)})
 
 
 def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict, opts: dict) -> Pass:
-    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (accumulated past the first)."""
+    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (accumulated past the first). The
+    backward phase has only what the forward kept (the lse), so it recomputes each chunk's logits: four GEMMs a
+    chunk across the two passes. In a training step the forward wrote both gradients and this launches nothing."""
+    if isinstance(saved, Written):
+        return Pass(lambda: None, notes={"gradients": "written by the forward, chunk by chunk"})
     h, w, targets, lse = saved["hidden"], saved["weight"], saved["targets"], saved["logsumexp"]
-    dy, dh, dw = inputs["dy"], grads["dhidden"], grads["dweight"]
-    tokens, vocab, chunk = h.shape[0], w.shape[1], int(params["chunk"])
-    spans = chunks(tokens, chunk)
-    logits = np.empty((min(chunk, tokens), vocab), np.float32)
-    term = np.empty_like(dw) if len(spans) > 1 else dw
-    scale = compiled(grad_scale, dy, targets)
-    grad = compiled(chunk_grad, logits, targets, lse, 1.0)
-    add = compiled(add_into, dw, term)
-    work = [(i, h[a:b], logits[: b - a], targets[a:b], lse[a:b], dh[a:b]) for i, (a, b) in enumerate(spans)]
+    dy = inputs["dy"]
+    logits = np.empty((min(int(params["chunk"]), h.shape[0]), w.shape[1]), np.float32)
+    scale, work, step = _gradient_steps(h, w, targets, lse, dy, grads, logits)
 
     def run() -> None:
         s = scale(dy, targets)
-        for i, x, g, t, shift, rows in work:
-            np.matmul(x, w, out=g)
-            grad(g, t, shift, s)
-            np.matmul(g, w.T, out=rows)
-            if i == 0:
-                np.matmul(x.T, g, out=dw)
-            else:
-                np.matmul(x.T, g, out=term)
-                add(dw, term)
+        for each in work:
+            np.matmul(each[1], w, out=each[2])
+            step(s, *each)
 
-    return Pass(run, notes={"chunks": len(spans)})
+    return Pass(run, notes={"chunks": len(work)})
 
 
 def unfused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:

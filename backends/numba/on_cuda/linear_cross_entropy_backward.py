@@ -9,7 +9,9 @@ keeps the inputs and that (4 bytes a token). Fused backward, per chunk of tokens
 (GEMM), g = exp(l − lse)·dy/counted with dy/counted off the target, in place (`grad_lse`), dhidden[chunk] =
 g · Wᵀ into the output rows, and dweight's term hiddenᵀ[chunk] · g: into dweight itself for the first chunk,
 into an H × V float32 scratch for the others (the tiled kernel stores its float32 accumulators there whatever
-the inputs' dtype), which `add_into` adds to dweight, as the ledger counts. Unfused forward: the GEMM into
+the inputs' dtype), which `add_into` adds to dweight, as the ledger counts. In a training step the forward does that per-chunk work itself,
+right after each chunk's row kernel (the logits computed once, Liger's order), and the backward launches
+nothing. Unfused forward: the GEMM into
 every token's logits, the cross-entropy family's log-softmax in place, gather and mean; logp kept. Unfused
 backward: g from logp (`grad_logp`) into a tokens × vocab buffer, then the two GEMMs over all of it.
 
@@ -40,7 +42,7 @@ from scenarios.cross_entropy import IGNORE_INDEX
 from scenarios.linear_cross_entropy import chunks
 from suite.core.registry import Launcher
 from suite.kit.launch_shape import block_chosen_by, launch_notes
-from suite.kit.training import Pass, training
+from suite.kit.training import Pass, Written, training
 
 try:
     from numba import cuda  # a module global, which the simulator swaps for its per-thread fake
@@ -160,48 +162,86 @@ def _pass(steps: list[Launcher], settings: dict, tokens: int, opts: dict, saved:
 
     by = block_chosen_by(BACKEND.option(opts, "block"))
     notes = launch_notes({**settings, "gemm_tile": list(TILE)}, (tokens,), by, kernels=len(steps))
-    return Pass(run, saved or {}, notes)
+    return Pass(run, saved if saved is not None else {}, notes)
 
 
-def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict) -> Pass:
-    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse."""
+def _chunk_gradient(
+    i: int,
+    a: int,
+    b: int,
+    h: Any,
+    w: Any,
+    targets: Any,
+    lse: Any,
+    dy: Any,
+    grads: Any,
+    logits: Any,
+    term: Any,
+    threads: int,
+    stream: Any,
+) -> list[Launcher]:
+    """Chunk i's logits (tokens a..b−1, in `logits`) made its g in place, then dhidden's rows and dweight's term
+    from it: into dweight for the first chunk, into the float32 scratch `term` added in for the others."""  # fmt: skip
+    dh, dw = grads["dhidden"], grads["dweight"]
+    g, xt = logits[: b - a], _transposed(h[a:b])
+    steps = [
+        _prepared("grad_lse", b - a, threads, stream, (g, g, targets, targets[a:b], lse[a:b], dy)),
+        _gemm(g, _transposed(w), dh[a:b], stream),
+    ]
+    if i == 0:
+        steps.append(_gemm(xt, g, dw, stream))
+    else:
+        steps.append(_gemm(xt, g, term, stream))
+        steps.append(_prepared("add_into", -(-dw.size // ADD_THREADS), ADD_THREADS, stream, (dw, term)))
+    return steps
+
+
+def _scratch(grads: Any, spans: list[tuple[int, int]]) -> Any:
+    """dweight's float32 scratch, past one chunk."""
+    return cuda.device_array(grads["dweight"].shape, dtype=np.float32) if len(spans) > 1 else None
+
+
+def fused_forward(inputs: dict[str, Any], y: Any, params: dict, opts: dict, grads: Any = None) -> Pass:
+    """The chunked forward, its row kernel writing the log-sum-exp too; keeps the inputs and the lse. In a training
+    step (`grads` handed) each chunk's logits become its gradient at once: g in place, dhidden's rows, dweight's
+    term (Liger's order, three GEMMs a chunk); the backward is left nothing."""
     h, w, targets = _checked(inputs, y)
     tokens, vocab, chunk = h.shape[0], w.shape[1], int(params["chunk"])
     threads, stream = threads_of(opts), stream_arg(opts.get("stream"))
     logits = cuda.device_array((min(chunk, tokens), vocab), dtype=h.dtype)
     losses, lse = cuda.device_array(tokens, dtype=np.float32), cuda.device_array(tokens, dtype=np.float32)
+    spans = chunks(tokens, chunk)
+    term = _scratch(grads, spans) if grads is not None else None
     steps = []
-    for a, b in chunks(tokens, chunk):
+    for i, (a, b) in enumerate(spans):
         part = logits[: b - a]
         steps.append(_gemm(h[a:b], w, part, stream))
         steps.append(_prepared("rows_lse", b - a, threads, stream, (part, targets[a:b], losses[a:b], lse[a:b])))
+        if grads is not None:
+            dy = inputs["dy"]
+            steps.extend(_chunk_gradient(i, a, b, h, w, targets, lse, dy, grads, logits, term, threads, stream))
     steps.append(prepared("mean", 1, threads, stream, (losses, targets, y)))
-    saved = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    kept = {"hidden": h, "weight": w, "targets": targets, "logsumexp": lse}
+    saved = kept if grads is None else Written(kept)
     return _pass(steps, {"threads": threads, "chunk": min(chunk, tokens)}, tokens, opts, saved)
 
 
 def fused_backward(inputs: dict[str, Any], saved: Any, grads: Any, params: dict, opts: dict) -> Pass:
-    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk)."""
+    """Chunk by chunk: logits again, g in place, dhidden rows, dweight's term (added in past the first chunk): the
+    backward phase has only the lse the forward kept, so each chunk's logits are computed twice across the two
+    passes. In a training step the forward wrote both gradients and this launches nothing."""
+    if isinstance(saved, Written):
+        return Pass(lambda: None, notes={"gradients": "written by the forward, chunk by chunk"})
     h, w, targets, lse = saved["hidden"], saved["weight"], saved["targets"], saved["logsumexp"]
-    dy, dh, dw = inputs["dy"], grads["dhidden"], grads["dweight"]
     tokens, vocab, chunk = h.shape[0], w.shape[1], int(params["chunk"])
     threads, stream = threads_of(opts), stream_arg(opts.get("stream"))
     spans = chunks(tokens, chunk)
     logits = cuda.device_array((min(chunk, tokens), vocab), dtype=h.dtype)
-    term = cuda.device_array(dw.shape, dtype=np.float32) if len(spans) > 1 else None
-    wt = _transposed(w)
+    term = _scratch(grads, spans)
     steps = []
     for i, (a, b) in enumerate(spans):
-        x, g, xt = h[a:b], logits[: b - a], _transposed(h[a:b])
-        steps.append(_gemm(x, w, g, stream))
-        steps.append(_prepared("grad_lse", b - a, threads, stream, (g, g, targets, targets[a:b], lse[a:b], dy)))
-        steps.append(_gemm(g, wt, dh[a:b], stream))
-        if i == 0:
-            steps.append(_gemm(xt, g, dw, stream))
-        else:
-            steps.append(_gemm(xt, g, term, stream))
-            blocks = -(-dw.size // ADD_THREADS)
-            steps.append(_prepared("add_into", blocks, ADD_THREADS, stream, (dw, term)))
+        steps.append(_gemm(h[a:b], w, logits[: b - a], stream))
+        steps.extend(_chunk_gradient(i, a, b, h, w, targets, lse, inputs["dy"], grads, logits, term, threads, stream))
     return _pass(steps, {"threads": threads, "chunk": min(chunk, tokens), "chunks": len(spans)}, tokens, opts)
 
 
