@@ -74,13 +74,12 @@ def fused_forward(op: str, dtype: str) -> Any:
 
 @functools.cache
 def _backward_rows(op: str, dtype: str) -> tuple[Any, Any, Any]:
-    """The loops of a row of the fused backward: (a row's sums of g and g·(x − μ), its first read; the pipelined
-    loop; a block's last row's dx). The loops are inlined where they are called, but the sums, called from two
-    places (Numba's inliner warns of its own renamed variables then), are a call per row."""
+    """The loops of a row of the fused backward, inlined where they are called: (a row's sums of g and g·(x − μ),
+    its first read; the pipelined loop; a block's last row's dx; a row wider than the tile)."""
     load, store = VECTOR_CODECS[dtype]
     centred = op == "layernorm"
 
-    @register_jitable
+    @register_jitable(inline="always")
     def sums(xr, dyr, wf, mu):  # type: ignore[no-untyped-def]
         s1, s2 = ZERO, ZERO
         for j in range(xr.size):
@@ -120,7 +119,30 @@ def _backward_rows(op: str, dtype: str) -> tuple[Any, Any, Any]:
                 if centred:
                     accb[j] += d
 
-    return sums, dx_then_sums, dx_last
+    @register_jitable(inline="always")
+    def wide_row(xr, dyr, out, accw, accb, wf, mu, rs, n):  # type: ignore[no-untyped-def]
+        """The sums and the partial rows from memory, then dx from x and dy read again. The partial rows go in the
+        first pass, beside its two load streams: in the second, beside dx's stores, they cost (1,823 × 16,384,
+        float32, tile 4,096, one run each on the CI host) 84% of the copy ceiling against 100% (rmsnorm), 58%
+        against 76% (layernorm)."""
+        s1, s2 = ZERO, ZERO
+        for j in range(xr.size):
+            h = (load(xr[j]) - mu) * rs
+            d = load(dyr[j])
+            g = d * wf[j]
+            s1 += g
+            s2 += g * h
+            accw[j] += d * h
+        if centred:
+            for j in range(xr.size):
+                accb[j] += load(dyr[j])
+        a = s1 / n if centred else ZERO
+        c = s2 / n
+        for j in range(xr.size):  # the re-read
+            h = (load(xr[j]) - mu) * rs
+            out[j] = store(rs * (load(dyr[j]) * wf[j] - a - h * c))
+
+    return sums, dx_then_sums, dx_last, wide_row
 
 
 @functools.cache
@@ -132,7 +154,8 @@ def fused_backward(op: str, dtype: str) -> Any:
     (read, then written, row by row, a row's dx went out as a store stream with no load from memory beside it).
     The block's partial row of dweight (dbias) takes two rows' terms every other loop, row r's and row r+1's
     (whose x̂ its saved statistics give): one more load and store stream through L1/L2 in a loop that already
-    has five. Rows wider than the tile read x and dy again from memory (the ledger's re-read), row by row.
+    has five. Rows wider than the tile are read from memory for their sums and partial rows, then again for dx
+    (the ledger's re-read), row by row (`_backward_rows`' wide_row).
 
     Measured on the 2-core CI host (one thread, CPU time, interleaved, 8,192 × 4,096 float32, share of an
     ordinary-store copy): the loop without the partial row ran at 101–108%, with it in every loop at 64–68%, in
@@ -144,7 +167,7 @@ def fused_backward(op: str, dtype: str) -> Any:
     FMA the kernel ran no faster (80% and 89% against 81% and 87%)."""
     load = VECTOR_CODECS[dtype][0]
     centred = op == "layernorm"
-    sums, dx_then_sums, dx_last = _backward_rows(op, dtype)
+    sums, dx_then_sums, dx_last, wide_row = _backward_rows(op, dtype)
 
     @njit(parallel=True, fastmath=NO_CONTRACT)
     def backward_rows(x, dy, weight, mean, rstd, dx, pw, pb, tile, wf):  # type: ignore[no-untyped-def]
@@ -166,12 +189,7 @@ def fused_backward(op: str, dtype: str) -> Any:
                 continue
             if cols > tile:
                 for r in range(r0, r1):
-                    xr, dyr, out = x[r], dy[r], dx[r]
-                    mu = mean[r] if centred else ZERO
-                    rs = rstd[r]
-                    s1, s2 = sums(xr, dyr, wf, mu)
-                    a = s1 / n if centred else ZERO
-                    dx_last(xr, dyr, out, accw, accb, wf, mu, rs, a, s2 * rs / n, True)  # the re-read
+                    wide_row(x[r], dy[r], dx[r], accw, accb, wf, mean[r] if centred else ZERO, rstd[r], n)
                 continue
             mu = mean[r0] if centred else ZERO
             s1, s2 = sums(x[r0], dy[r0], wf, mu)  # the pipeline's fill
