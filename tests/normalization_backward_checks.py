@@ -16,6 +16,7 @@ SHAPES = (
     {"rows": 7, "cols": 193, "tile": 64},  # odd rows; cols past the tile (the re-read path), not a vector multiple
     {"rows": 33, "cols": 781, "tile": 1024},  # odd rows, half of them +80; one row fits the tile, 781 is ragged
     {"rows": 1, "cols": 1, "tile": 64},  # one column: x̂ = 0 (layernorm), 1 − x̂² cancels (rmsnorm), y = 1
+    {"rows": 34, "cols": 96, "tile": 128},  # fused blocks of 7 rows and one of 6: an odd and an even pipeline
 )
 HALF_HOLD = 5e-3
 """Fused kernels recompute x̂ in float32 (or read y once): in half precision their every gradient stays within
