@@ -31,7 +31,9 @@ def _front_door(tmp: Path, *options: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "pytest", FRONT_DOOR, "-p", "no:randomly", "-q", "-o", f"cache_dir={tmp / 'cache'}",
                f"--fusebench-overrides={' '.join(OVERRIDES)}", f"--benchmark-storage=file://{tmp / 'storage'}",
                *options]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # a user's shell: no PYTEST_* of this run (under pytest-xdist, a worker's variables would make the inner
+    # pytest-benchmark take itself for a distributed run and switch itself off)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -141,9 +141,10 @@ def test_peers_compare_each_output_against_its_own_tolerance() -> None:
     assert off["a"].peer.status == "mismatch" and off["a"].peer.reason.startswith("dx differs")
 
 
-def test_the_list_names_each_backends_phases(capsys) -> None:
+def test_the_list_names_each_backends_phases(capsys, monkeypatch) -> None:
     from suite import listing
 
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe, one row a line (a parallel test worker may set it)
     listing.list_kernels()
     lines = capsys.readouterr().out.splitlines()
     row = lambda family, backend: next(
