@@ -74,7 +74,8 @@ TRAIN = Table(
     says=(
         "The train phase (forward + backward as one call; `python -m suite training device=cpu`, "
         "`results/training/`; softmax from `results/training_softmax/`, rerun once its torch rows' tolerance was "
-        "corrected), float32, Numba's CPU kernels:"
+        "corrected; linear cross-entropy from `results/training_lce/`, rerun once its fused training step wrote "
+        "each chunk's gradient in its forward), float32, Numba's CPU kernels:"
     ),
     columns=(
         "fused over unfused",
@@ -96,20 +97,21 @@ TRAIN = Table(
         Case("swiglu, 2,048 rows", "swiglu"),
         Case("rope, Llama-3-8B heads, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
         Case("cross_entropy, 2,048 tokens", "cross_entropy"),
-        Case("linear_cross_entropy, hidden 256, vocab 32,000", "linear_cross_entropy"),
+        Case("linear_cross_entropy, hidden 256, vocab 32,000", "linear_cross_entropy", run="results/training_lce"),
     ),
     phase="train",
 )
 BACKWARD = Table(
     run="results/backward",
     says=(
-        "The backward pass alone (`phase=backward`, `results/backward/`; layernorm, rmsnorm and add_rmsnorm from "
-        "`results/backward_compiled/`, rerun once torch.compile's backward could be launched again):"
+        "The backward pass alone (`phase=backward`, `results/backward/`; add_rmsnorm from "
+        "`results/backward_compiled/`, rerun once torch.compile's backward could be launched again; rmsnorm and "
+        "layernorm from `results/backward_norms/`, rerun once their fused backward became one pipelined loop):"
     ),
     columns=("fused, % of copy ceiling", "fused over unfused", "fused over torch.compile"),
     cases=(
-        Case("rmsnorm, 8,192 rows", "rmsnorm", run="results/backward_compiled"),
-        Case("layernorm, 8,192 rows", "layernorm", run="results/backward_compiled"),
+        Case("rmsnorm, 8,192 rows", "rmsnorm", run="results/backward_norms"),
+        Case("layernorm, 8,192 rows", "layernorm", run="results/backward_norms"),
         Case("add_rmsnorm, 8,192 rows", "add_rmsnorm", run="results/backward_compiled"),
         Case("swiglu, 2,048 rows", "swiglu"),
         Case("rope, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
