@@ -33,7 +33,10 @@ def _front_door(tmp: Path, *options: str) -> subprocess.CompletedProcess:
                *options]  # fmt: skip
     # a user's shell: no PYTEST_* of this run (under pytest-xdist, a worker's variables would make the inner
     # pytest-benchmark take itself for a distributed run and switch itself off)
+    # One Numba thread: beside another test worker, a parallel kernel's launch waits milliseconds for its second
+    # thread, which a compare of two rounds would read as a 1000× slowdown; no time is asserted here anyway.
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "PYTHONPATH": str(ROOT)}
+    env["NUMBA_NUM_THREADS"] = "1"
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
