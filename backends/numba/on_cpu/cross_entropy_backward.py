@@ -25,13 +25,12 @@ from numba import njit, prange
 from backends.numba.on_cpu.arrays import per_thread, storage
 from backends.numba.on_cpu.cross_entropy import (
     FASTMATH,
-    NEG_INF,
     ZERO,
     _gather,
     _log_softmax,
     compiled,
     mean_kernel,
-    online_chunk,
+    row_stats,
 )
 from backends.numba.ops import VECTOR_CODECS, exp_float32
 from scenarios.cross_entropy import IGNORE_INDEX
@@ -53,6 +52,7 @@ def counted_tokens(targets):  # type: ignore[no-untyped-def]
 def fused_rows_with_grad(dtype: str) -> Any:
     """Loss per token and the row's gradient, each row read from memory once."""
     load, store = VECTOR_CODECS[dtype]
+    stats = row_stats(dtype)
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def rows(x, targets, dy, losses, grad, tile, scratch):  # type: ignore[no-untyped-def]
@@ -65,14 +65,7 @@ def fused_rows_with_grad(dtype: str) -> Any:
                 for j in range(vocab):
                     g[j] = store(ZERO)
             else:
-                buf = scratch[numba.get_thread_id()]
-                m, total = NEG_INF, ZERO
-                for start in range(0, vocab, tile):
-                    n = min(tile, vocab - start)
-                    chunk, c = row[start : start + n], buf[:n]
-                    for j in range(n):
-                        c[j] = load(chunk[j])
-                    m, total = online_chunk(c, m, total)
+                m, total = stats(row, tile, scratch[numba.get_thread_id()])
                 picked = load(row[target])
                 losses[t] = m + np.float32(math.log(total)) - picked
                 inv = scale / total

@@ -29,13 +29,12 @@ from numba import njit, prange
 from backends.numba.on_cpu.arrays import per_thread
 from backends.numba.on_cpu.cross_entropy import (
     FASTMATH,
-    NEG_INF,
     ZERO,
     _gather,
     _log_softmax,
     compiled,
     mean_kernel,
-    online_chunk,
+    row_stats,
 )
 from backends.numba.on_cpu.cross_entropy_backward import counted_tokens, logp_backward
 from backends.numba.ops import exp_float32
@@ -44,19 +43,15 @@ from scenarios.linear_cross_entropy import chunks
 from suite.core.registry import Unsupported
 from suite.kit.training import Pass, Written, training
 
+float32_row_stats = row_stats("float32")
+
 
 @njit(parallel=True, fastmath=FASTMATH, cache=False)
 def rows_with_lse(x, targets, losses, lse, tile, scratch):  # type: ignore[no-untyped-def]
     """The forward family's fused row kernel (float32), also writing each counted token's log-sum-exp."""
-    tokens, vocab = x.shape
-    for t in prange(tokens):
-        row, buf = x[t], scratch[numba.get_thread_id()]
-        m, total = NEG_INF, ZERO
-        for start in range(0, vocab, tile):
-            n = min(tile, vocab - start)
-            c = buf[:n]
-            c[:] = row[start : start + n]
-            m, total = online_chunk(c, m, total)
+    for t in prange(x.shape[0]):
+        row = x[t]
+        m, total = float32_row_stats(row, tile, scratch[numba.get_thread_id()])
         target = targets[t]
         shift = m + np.float32(math.log(total))
         lse[t] = shift
