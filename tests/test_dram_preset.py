@@ -108,6 +108,16 @@ def test_command_line_exit_status_two_for_a_compute_bound_family() -> None:
     assert len(lines) == 1 and "preset=DRAM" in lines[0] and "matmul is compute-bound" in lines[0]
 
 
+def test_the_command_line_says_what_it_chose_in_one_line(host, capsys) -> None:
+    host(1 * MIB)
+    precheck(["scenario=swiglu", "preset=DRAM"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        "fusebench: preset=DRAM: swiglu's cols=[64, 128, 256], from the first power of two at which every case's "
+        "inputs and output take >= 4 x the 1.0 MiB L3"
+    ]  # 16,384 rows × 64 cols × 3 arrays × 2 bytes = 6 MiB; 32 cols: 3 MiB, short of 4
+
+
 def test_an_unknown_preset_names_dram() -> None:
     with pytest.raises(ConfigError, match="valid: S, M, L, DRAM"):
         precheck(["preset=XXL"])
