@@ -174,6 +174,8 @@ def precheck(args: list[str]) -> Checked:
         p = validate.plan(cfg)
         if p.left_out:
             print(f"fusebench: {p.left_out}", file=sys.stderr)
+        if p.sizing is not None:
+            print(f"fusebench: {p.sizing.line()}", file=sys.stderr)
         counts.append(len(p.cases) * len(p.dtypes))
     return Checked(tuple(counts), all(bool(cfg.get("strict", True)) for cfg in configs))
 

@@ -18,7 +18,7 @@ COMMANDS = {
 
 OVERRIDES = {
     "scenario=NAME": "the family: elementwise_chain, layernorm, rmsnorm, softmax, attention, matmul, ... (`list`)",
-    "preset=S|M|L": "the size preset (default M); scenario.<axis>=V or =[V,...] sets one axis",
+    "preset=S|M|L|DRAM": "the size preset (default M; DRAM: past 4x the last-level cache); scenario.<axis>=V sets one",
     "dtype=D or [D,...]": "float32, float16, bfloat16 (default [float32, float16])",
     "device=all|cpu|cuda": "which kernel targets run (default all)",
     "backends=[B,...]": "triton, cupy, numba, torch, numpy, liger, plug-ins (default every registered one)",

@@ -97,6 +97,7 @@ class CrossEntropy(Scenario):
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("tokens", "vocab", "tile")
     size_axis = "vocab"
+    memory_bound = True
     presets = {
         "S": {"tokens": [33], "vocab": [781, 5003], "tile": [1024]},
         # M: 2,047 tokens of GPT-2's and Llama-2's vocabularies (262 MB of float32 logits at 32,000), past any cache.

@@ -46,6 +46,7 @@ class ElementwiseChain(Scenario):
     axes = ("n", "ops")
     list_axes = ("ops",)
     size_axis = "n"
+    memory_bound = True
     size_unit = "elements"
     config = ElementwiseChainConfig
     model_tour = "model_elementwise"

@@ -137,6 +137,7 @@ class RowNormalization(Scenario):
     resolvers = {"tile": tile_for}
     axes = ("rows", "cols", "tile")
     size_axis = "cols"
+    memory_bound = True
     presets = {
         # S: smoke runs and tests — an awkward row that fits the tile and one that does not.
         "S": {"rows": [33], "cols": [193, 781], "tile": [256]},

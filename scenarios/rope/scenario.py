@@ -107,6 +107,7 @@ class Rope(Scenario):
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("batch", "seq_len", "heads", "kv_heads", "head_dim", "pairing")
     size_axis = "seq_len"
+    memory_bound = True
     size_unit = "positions"
     presets = {
         # S: smoke runs — an odd sequence, grouped-query heads, both pairings.

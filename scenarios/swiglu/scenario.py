@@ -63,6 +63,7 @@ class SwiGLU(Scenario):
     variants = ("fused", "unfused", "library", "eager", "compiled")
     axes = ("rows", "cols")
     size_axis = "cols"
+    memory_bound = True
     presets = {
         # S: smoke runs and tests — awkward tokens and widths.
         "S": {"rows": [33], "cols": [193, 781]},

@@ -59,6 +59,10 @@ class Scenario:
     """Preset name -> value lists per axis: `S` (tests), `M` (the default run), `L`."""
     size_axis: ClassVar[str]
     """The axis charts put on x when they plot against problem size."""
+    memory_bound: ClassVar[bool] = False
+    """Its time follows the bytes its ledger counts at every size, so `preset=DRAM` sizes it along `size_axis`
+    past the last-level cache (suite.run.dram_sizes). False: a GEMM or a score matrix sets its time, and a larger
+    case measures more FLOPs, not the memory boundary."""
     list_axes: ClassVar[tuple[str, ...]] = ()
     """Axes whose one value is itself a list (a chain of ops, a tile): a flat list is one value, a list of
     lists a sweep. For every other axis a list is a sweep."""

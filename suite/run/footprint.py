@@ -79,7 +79,7 @@ def guard(scn: Any, params: dict[str, Any], dtype: str, variant: str, target: An
     return f"{variant} needs {fmt_bytes(need)} ({need:,} bytes), more than the {fmt_bytes(free)} free on {where}"
 
 
-def _inputs_and_output(scn: Any, params: dict[str, Any], dtype: str) -> int | None:
+def inputs_and_output(scn: Any, params: dict[str, Any], dtype: str) -> int | None:
     """Bytes of the case's inputs and output: a floor on any variant's footprint, for families without a model."""
     try:
         out = scn.output_shape(params)
@@ -95,7 +95,7 @@ def out_of_memory(scn: Any, params: dict[str, Any], dtype: str, variant: str, ta
     need = scn.footprint_bytes(params, dtype, variant)
     how = "footprint"
     if need is None:
-        need, how = _inputs_and_output(scn, params, dtype), "inputs and output; no footprint model"
+        need, how = inputs_and_output(scn, params, dtype), "inputs and output; no footprint model"
     release_caches()
     try:
         free, where = free_on(target)

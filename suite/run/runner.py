@@ -92,6 +92,8 @@ def run(
         json.dumps({d: vars(c) for d, c in worker.info["ceilings"].items()}, indent=2) + "\n"
     )
     environment = worker.info["environment"]  # a restarted worker's info holds its own, later start reading
+    if p.sizing is not None:  # why preset=DRAM's sizes are what they are: the cache they were chosen from
+        environment = {**environment, "sizing": p.sizing.record()}
     store.write_environment(outdir, environment)
     try:
         with progress.Bar(len(todo), enabled=show_progress, job=job, sweep=sweep) as bar:

@@ -24,6 +24,8 @@ from suite.core.registry import REGISTRY
 from suite.core.scenario import Params, Scenario
 from suite.core.targets import configure_emulation
 from suite.gpu.occupancy import ARCHS
+from suite.run import dram_sizes
+from suite.run.dram_sizes import DRAM, Sizing
 
 DEVICES = ("cpu", "cuda")
 
@@ -42,6 +44,8 @@ class Plan:
     phase: str = phases.FORWARD
     left_out: str = ""
     """Why the plan has no cases although its config is valid (a family without a backward in a backward plan)."""
+    sizing: Sizing | None = None
+    """What `preset=DRAM` chose for the size axis, from which cache (None under any other preset)."""
 
 
 def discover() -> None:
@@ -77,16 +81,18 @@ def _choose(kind: str, values: list[Any], valid: list[str] | tuple[str, ...]) ->
 
 
 def axes_of(scn: Scenario, node: dict[str, Any], preset: str) -> dict[str, list[Any]]:
-    """Value lists per axis: the preset's, replaced axis by axis by what the user set."""
-    if preset not in scn.presets:
-        raise ConfigError(f"unknown preset '{preset}'; valid: {', '.join(scn.presets)}")
+    """Value lists per axis: the preset's, replaced axis by axis by what the user set. Under `preset=DRAM` the
+    size axis stays empty unless the user set it: `dram_sizes.sized` chooses it once the dtypes are known."""
+    if preset != DRAM and preset not in scn.presets:
+        raise ConfigError(f"unknown preset '{preset}'; valid: {', '.join([*scn.presets, DRAM])}")
+    values = dram_sizes.base_axes(scn) if preset == DRAM else scn.presets[preset]
     unknown = sorted(k for k, v in node.items() if k not in scn.axes and k != "name" and v is not None)
     if unknown:
         raise ConfigError(f"unknown key scenario.{unknown[0]} for {scn.name}; valid: {', '.join(scn.axes)}")
     axes = {}
     for axis in scn.axes:
         value = node.get(axis)
-        axes[axis] = scn.presets[preset][axis] if value is None else _axis_values(value, axis in scn.list_axes)
+        axes[axis] = values[axis] if value is None else _axis_values(value, axis in scn.list_axes)
     return axes
 
 
@@ -119,8 +125,16 @@ def plan(cfg: DictConfig) -> Plan:
         why = f"{family.name} has no backward pass: left out of this {phase} plan (its phases: forward)"
         return Plan(cfg, family, [], [], [], [], [], phase, why)
     scn = phases.phased(family, phase)
-    cases = scn.cases(axes_of(scn, node, str(cfg.preset)))
     dtypes = _choose("dtype", as_list(cfg.dtype), scn.dtypes)
+    axes = axes_of(scn, node, str(cfg.preset))
+    sizing = None
+    if str(cfg.preset) == DRAM:
+
+        def fits(sized: dict[str, list[Any]]) -> None:  # the checks and the memory guard every plan passes
+            _check_memory(scn, scn.cases(sized), dtypes)
+
+        axes, sizing = dram_sizes.sized(scn, axes, dtypes, fits)
+    cases = scn.cases(axes)
     known = known_backends()
     backends = _choose("backend", as_list(cfg.backends) if cfg.backends else known, known)
     variants = _choose("variant", as_list(cfg.variants) if cfg.variants else list(scn.variants), scn.variants)
@@ -131,7 +145,7 @@ def plan(cfg: DictConfig) -> Plan:
     _check_profile(cfg)
     _check_backend_options(cfg)
     _check_memory(scn, cases, dtypes)
-    return Plan(cfg, scn, cases, dtypes, backends, variants, targets, phase)
+    return Plan(cfg, scn, cases, dtypes, backends, variants, targets, phase, sizing=sizing)
 
 
 CEILINGS = ("interleaved", "once")
