@@ -9,6 +9,9 @@ only, never timed.
 A Numba launch takes its stream as an argument (`dispatcher[grid, block, stream]`), so `launch_stream`'s context
 gives the stream object and kernel modules take it once, when they build (`stream_arg`).
 
+On an AVX-512 host the CPU kernels are built at the full vector width (`full_width`: LLVM's preference for
+256-bit vectors off), set on this package's import.
+
 For the resource report, kernel modules record each kernel (`backends.numba.record`); the report compiles it for
 sm_90 (`backends.numba.compile`) in a process where the simulator is off.
 """
@@ -24,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from backends.numba.full_width import use_full_width
 from suite.core.backend import Backend, Build, Copy, Option, register_backend
 from suite.core.install import CUDA_STACK
 from suite.core.targets import EMULATED, NATIVE, UNAVAILABLE, Availability, Target, cuda_device_count
+
+use_full_width()  # before Numba builds its first CPU function (`backends.numba.full_width`)
 
 
 def simulating() -> bool:

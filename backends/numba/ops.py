@@ -258,10 +258,11 @@ def _float_to_half_bits(typingctx: object, value: types.Type) -> tuple | None:
 
 def _host_has_f16c() -> bool:
     """Whether Numba compiles for this host and it converts halves in hardware (else LLVM would call libgcc)."""
-    import numba
     from llvmlite import binding
 
-    if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+    from backends.numba.full_width import builds_for_host
+
+    if not builds_for_host():
         return False
     return bool(binding.get_host_cpu_features().get("f16c", False))
 

@@ -79,6 +79,17 @@ def cpu_microarchitecture() -> dict[str, str]:
     return {"microarchitecture": host, "numba_target": host if target in ("", "host") else target}
 
 
+def numba_vector_width() -> dict[str, str]:
+    """{"numba_vector_width": "full" | "llvm"}: whether LLVM's preference for 256-bit vectors on an AVX-512 host
+    was turned off for the Numba CPU kernels (`backends.numba.full_width`); {} where another target was named."""
+    try:
+        from backends.numba.full_width import setting
+    except ImportError:
+        return {}
+    width = setting()
+    return {"numba_vector_width": width} if width else {}
+
+
 CACHE_INDEX = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -152,6 +163,7 @@ def environment(has_gpu: bool) -> dict[str, Any]:
         "cpu": {
             "model": cpu_name(),
             **cpu_microarchitecture(),
+            **numba_vector_width(),
             "caches": cpu_caches(),
             "flags": cpu_flags(),
             **threads(),

@@ -9,8 +9,9 @@ many outputs are summed side by side, never the order of a sum; tests run every 
 
 from __future__ import annotations
 
-import numba
 from llvmlite import binding
+
+from backends.numba.full_width import builds_for_host
 
 WIDTHS = (8, 16)
 """The widths the micro-kernels are built for, in float32 lanes: AVX2's ymm and AVX-512's zmm."""
@@ -18,8 +19,8 @@ WIDTHS = (8, 16)
 
 def host_lanes() -> int:
     """16 where Numba compiles for this host and it has AVX-512F, else 8 (also where NUMBA_CPU_NAME or
-    NUMBA_CPU_FEATURES choose another target, whose registers the host's features do not describe)."""
-    if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+    NUMBA_CPU_FEATURES choose another target than `full_width`'s, whose registers the host's features do not describe)."""
+    if not builds_for_host():
         return 8
     return 16 if binding.get_host_cpu_features().get("avx512f", False) else 8
 
