@@ -10,7 +10,7 @@ COMMANDS = {
     "compare BASE NEW": "what changed between two runs: slower, faster, broke, fixed (docs/compare.md)",
     "report RUN [RUN ...]": "the report and charts of finished runs, rebuilt; several runs merged (docs/merged-report.md)",
     "noise": "an A/A run: the threshold `compare` needs on this machine (docs/compare.md)",
-    "headline [DOCUMENT] [--write]": "the headline tables of README.md and docs/training.md, from the committed runs",
+    "headline [DOCUMENT] [--write]": "the headline tables of README.md and docs/training.md, and results/README.md's index, from the committed runs",
     "gpu-check": "the check of a CUDA machine: the stack, the plan, then every family timed (docs/gpu-check.md)",
     "training [OVERRIDES]": "every family's train-phase experiment, one table and report (docs/training.md)",
 }

@@ -10,16 +10,20 @@ import pandas as pd
 import pytest
 
 from suite.core.errors import ConfigError
-from suite.report import headline, headlines
+from suite.report import headline, headlines, run_index
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("document", sorted(headlines.HEADLINES))
+@pytest.mark.parametrize("document", headline.DOCUMENTS)
 def test_the_headline_is_the_command_output(document) -> None:
     text = (ROOT / document).read_text(encoding="utf-8")
-    assert headline.marked(text) == headline.block(document), (
+    committed, printed = headline.marked(text), headline.block(document)
+    if document == headline.RUN_INDEX and not run_index.revision_date("HEAD", ROOT):
+        # a checkout without git's history cannot date a revision: the other columns must still agree
+        committed, printed = (re.sub(r" \| [^|]*\|$", " |", t, flags=re.M) for t in (committed, printed))
+    assert committed == printed, (
         f"{document}'s headline differs from the committed runs: regenerate it with `python -m suite headline --write`"
     )
 

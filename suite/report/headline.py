@@ -9,6 +9,7 @@ prediction from suite.kit.tidy.speedups). A document holds the output between tw
 
     python -m suite headline                   # the README's tables, as markdown
     python -m suite headline docs/training.md  # another document's
+    python -m suite headline results/README.md # the index of the committed runs (suite.report.run_index)
     python -m suite headline --write           # every document's marked block rewritten from the runs
 """
 
@@ -27,6 +28,7 @@ from suite.kit.store import CSV_NAME, read
 from suite.kit.tidy import CASE, fmt_size, fmt_x, speedups, tidy, timed
 from suite.report.glance import NO_LIBRARY, library_ratio, ratio
 from suite.report.headlines import HEADLINES, Case, Table
+from suite.report.run_index import index
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
@@ -124,10 +126,17 @@ def render(table_: Table, root: Path = ROOT) -> str:
     return f"{table_.says}\n\n{table(['case', *table_.columns], body)}"
 
 
+RUN_INDEX = "results/README.md"
+"""The document whose marked block is the committed runs' index (`suite.report.run_index`), not a headline."""
+DOCUMENTS = (*HEADLINES, RUN_INDEX)
+
+
 def block(document: str, root: Path = ROOT) -> str:
-    """The generated block of `document`: its tables, blank-line separated."""
+    """The generated block of `document`: its tables, blank-line separated (the runs' index for RUN_INDEX)."""
+    if document == RUN_INDEX:
+        return index(root / "results")
     if document not in HEADLINES:
-        raise ConfigError(f"headline: no headline tables for {document}; valid: {', '.join(HEADLINES)}")
+        raise ConfigError(f"headline: no headline tables for {document}; valid: {', '.join(DOCUMENTS)}")
     return "\n\n".join(render(t, root) for t in HEADLINES[document])
 
 
@@ -157,11 +166,11 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str]) -> int:
     p = _Parser(prog="python -m suite headline", description=__doc__.split("\n\n")[0])
-    p.add_argument("document", nargs="?", default="README.md", help=f"one of: {', '.join(HEADLINES)}")
+    p.add_argument("document", nargs="?", default="README.md", help=f"one of: {', '.join(DOCUMENTS)}")
     p.add_argument("--write", action="store_true", help="rewrite every document's marked block from the runs")
     args = p.parse_args(argv)
     if args.write:
-        for document in HEADLINES:
+        for document in DOCUMENTS:
             print(f"{document}: {'rewritten' if write(document) else 'up to date'}")
         return 0
     print(block(args.document))
