@@ -69,13 +69,13 @@ for dtype, ty in (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16")
     warps = A.tiled_options(consts, dtype, {})["num_warps"]  # the launcher's; NUM_WARPS names float32's and float16's
     assert A.NUM_WARPS.get(dtype, warps) == warps, (dtype, warps)
     kernels = {
-        "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "scale"], consts),
-        "_scores_kernel": (["Q", "K", "S"], ["seq_len", "scale"], consts),
+        "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "group", "scale"], consts),
+        "_scores_kernel": (["Q", "K", "S"], ["seq_len", "group", "scale"], consts),
         "_softmax_kernel": (["S", "P"], ["seq_len"], {"CAUSAL": True, "BLOCK": A.SOFTMAX_BLOCK}),
-        "_pv_kernel": (["P", "V", "Out"], ["seq_len"], consts),
+        "_pv_kernel": (["P", "V", "Out"], ["seq_len", "group"], consts),
     }
     for name, (ptrs, scalars, cx) in kernels.items():
-        signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "i32" if s == "seq_len" else "fp32" for s in scalars},
+        signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "fp32" if s == "scale" else "i32" for s in scalars},
                      **dict.fromkeys(cx, "constexpr")}
         k, log = compile_sm90(getattr(A, name), signature, cx, {"num_warps": warps}, aligned(range(len(ptrs))))
         print(json.dumps({"dtype": dtype, "kernel": name, "cubin": len(k.asm.get("cubin", b"")),
