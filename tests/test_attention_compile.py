@@ -24,15 +24,18 @@ KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 @pytest.mark.parametrize(
-    ("head_dim", "causal", "dtype"),
-    [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
+    ("head_dim", "causal", "dtype", "kv_heads"),
+    [(64, False, "float32", 8), (64, True, "float32", 8), (64, True, "float16", 2), (128, True, "float16", 8)],
 )
-def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str) -> None:
+def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str, kv_heads: int) -> None:
+    """8 heads on 8 K/V heads (GROUP 1) or on 2 (grouped-query, GROUP 4): the group is compiled in."""
     from backends.cupy.attention_kernels import shared_bytes, source
     from backends.cupy.build import compile_sm90
 
-    params = {**DEFAULT, "head_dim": head_dim, "causal": causal}
-    log = compile_sm90(source(params, dtype), "attn_flash").log  # one NVRTC program holds all four kernels
+    params = {**DEFAULT, "heads": 8, "kv_heads": kv_heads, "head_dim": head_dim, "causal": causal}
+    text = source(params, dtype)
+    assert f"#define GROUP {8 // kv_heads}\n" in text
+    log = compile_sm90(text, "attn_flash").log  # one NVRTC program holds all four kernels
     found = parse_ptxas(log)
     for name in KERNELS:
         r = found[name]
