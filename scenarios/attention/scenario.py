@@ -1,7 +1,7 @@
 """Attention: O = softmax(Q·Kᵀ / √d + mask) · V — the headline case for fusion, and for a tuned library rival.
 
 Input q has shape (batch, heads, seq_len, head_dim), k and v (batch, kv_heads, seq_len, head_dim): grouped-query
-attention, where each K/V head serves a group of g = heads/kv_heads query heads, query head h reading KV head
+attention, where each K/V head serves a group of g = heads/kv_heads query heads, query head h reading K/V head
 h // g (Hugging Face's `repeat_kv`, torch SDPA's `enable_gqa`); kv_heads = heads is multi-head attention. Write
 N = batch·heads, N_kv = batch·kv_heads, L = seq_len, d = head_dim, s = bytes per element. With `causal`, query
 i sees only keys j ≤ i.
@@ -10,7 +10,7 @@ Unfused, three kernels run one after another, and the two L×L tensors between t
     scores   S = Q·Kᵀ/√d, masked                 (stored in the case's dtype)
     softmax  P = row softmax of S                 (stored in the case's dtype)
     pv       O = P·V
-Writing and reading S and P costs 2·N·L²·s bytes each, against 4·N·L·d·s for q, k, v and O (less with fewer KV
+Writing and reading S and P costs 2·N·L²·s bytes each, against 4·N·L·d·s for q, k, v and O (less with fewer K/V
 heads): L/d times as much, 32× at L = 2048 and d = 64. The footprint grows as L² too, until the case no longer fits.
 
 Fused, one flash-style kernel takes a tile of `block_m` queries, streams K and V through in tiles of `block_n`
@@ -19,15 +19,17 @@ price is reading K and V once per query tile instead of once. Both variants accu
 
 Tiles are a program per (batch·head, query tile) in every backend, fused or not: the scores and pv kernels of
 the unfused variant stream K (resp. P and V) through the same tiles, so the two variants differ only in fusion.
-A program of query head h indexes KV head b·kv_heads + h // g in place; no kernel copies K or V. The ledger
-counts each query head's stream of its group's K/V at the memory boundary, as with one K/V head per query
-head: the g heads of a group read the same tiles, and when their programs run close together the later reads
-may hit in cache, so for g > 1 the tiled kernels' K/V traffic is an upper bound. The library reads K and V
-once (N_kv·L·d·s each). The eager rival expands K and V to every query head first, as model code does
-(`repeat_interleave`): two more kernels, each reading N_kv·L·d·s and writing N·L·d·s, and two N·L·d·s
-copies in its peak memory; with kv_heads = heads there is nothing to expand, and nothing is counted.
 Under the causal mask, query tile t needs keys [0, min(L, (t+1)·block_m)) only, and the unfused kernels store
 and read only the unmasked elements of S and P (i ≥ j): L(L+1)/2 per head instead of L².
+
+Grouped-query attention: the program of (batch b, query head h) indexes K/V head b·kv_heads + h // g in place;
+no kernel copies K or V. The ledger counts each query head's stream of its group's K/V at the memory boundary,
+as with a K/V head per query head: the g heads of a group read the same tiles, and when their programs run
+close together the later reads may hit in cache, so for g > 1 the tiled kernels' K/V traffic is an upper
+bound. The library reads K and V once (N_kv·L·d·s each). The eager rival expands K and V to every query head
+first, as model code does (`repeat_interleave`): two more kernels, each reading N_kv·L·d·s and writing
+N·L·d·s, and two N·L·d·s copies in its peak memory (and the compiled one's, whose input is eager's code); with
+kv_heads = heads there is nothing to expand, and nothing is counted.
 
 FLOPs count the two matmuls, 2·d per unmasked score each (4·N·L²·d, about half under the mask), which is the
 convention behind attention TFLOP/s figures; the softmax's ~5 operations per score are not counted.
