@@ -21,7 +21,8 @@ from suite.core.scenario import Scenario
 from suite.run import footprint
 
 SCN = Attention()
-BASE = {"batch": 1, "heads": 2, "seq_len": 193, "head_dim": 64, "causal": False, "block_m": 64, "block_n": 64}
+BASE = {"batch": 1, "heads": 2, "kv_heads": 2, "seq_len": 193, "head_dim": 64, "causal": False, "block_m": 64,
+        "block_n": 64}  # fmt: skip
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
@@ -39,11 +40,31 @@ def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarr
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_reference_matches_the_definition_across_slabs(causal: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    params = {**BASE, "heads": 1, "seq_len": 600, "head_dim": 8, "causal": causal}
+    params = {**BASE, "heads": 1, "kv_heads": 1, "seq_len": 600, "head_dim": 8, "causal": causal}
     monkeypatch.setattr(attention, "SLAB", 600 * 256)  # slabs of 256, 256 and 88 query rows
     assert [r.stop for r in attention.slabs(params)] == [256, 512, 600]
     inputs = SCN.make_inputs(params, "float32", np.random.default_rng(3))
     np.testing.assert_allclose(SCN.reference(inputs, params), naive(**inputs, causal=causal), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_reference_is_multi_head_on_repeated_kv(causal: bool) -> None:
+    """kv_heads = heads/2 is multi-head attention on K and V with each head repeated (repeat_interleave): query
+    head h reads K/V head h // 2. With 4 heads on 2, heads 1 and 2 read different K/V heads under h // group
+    and the other one under h % kv_heads, so a swapped mapping fails here."""
+    gqa = {**BASE, "batch": 2, "heads": 4, "kv_heads": 2, "seq_len": 23, "head_dim": 8, "causal": causal}
+    mha = {**gqa, "kv_heads": 4}
+    inputs = SCN.make_inputs(gqa, "float32", np.random.default_rng(4))
+    assert inputs["k"].shape == inputs["v"].shape == (2, 2, 23, 8) and inputs["q"].shape == (2, 4, 23, 8)
+    repeated = {**inputs, "k": np.repeat(inputs["k"], 2, axis=1), "v": np.repeat(inputs["v"], 2, axis=1)}
+    tiled = {**inputs, "k": np.tile(inputs["k"], (1, 2, 1, 1)), "v": np.tile(inputs["v"], (1, 2, 1, 1))}
+    out = SCN.reference(inputs, gqa)
+    np.testing.assert_allclose(out, SCN.reference(repeated, mha), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out, naive(**repeated, causal=causal), rtol=1e-12, atol=1e-12)
+    assert numerics.rel_err(SCN.reference(tiled, mha), out) > 0.1  # the h % kv_heads mapping
+    np.testing.assert_array_equal(
+        storage_precision(inputs, gqa, "float16"), storage_precision(repeated, mha, "float16")
+    )
 
 
 def test_causal_mask_hides_later_keys() -> None:
@@ -84,6 +105,34 @@ def test_causal_ledger_counts_the_triangle_and_the_shorter_key_streams() -> None
     assert scores.bytes_written == e * 2 and scores.bytes_read == 2 * 193 * 64 * 2 + 2 * 64 * 2 * 577
 
 
+def test_grouped_ledger_matches_hand_counts() -> None:
+    # batch 2, heads 4 on 2 K/V heads: N = 8, N_kv = 4, L = 33, d = 16, s = 4, block_m = 16: query tiles of 16,
+    # 16, 1 rows, each reading all 33 key rows: 99 K (and V) rows per query head, streamed per query head.
+    params = {**BASE, "batch": 2, "heads": 4, "kv_heads": 2, "seq_len": 33, "head_dim": 16, "block_m": 16}
+    led = SCN.ledger(params, "float32")
+    qkvo, kv, streamed, e = 8 * 33 * 16 * 4, 4 * 33 * 16 * 4, 8 * 16 * 4 * 99, 8 * 33 * 33
+    assert (qkvo, kv, streamed, e) == (16_896, 8_448, 50_688, 8_712)
+    (flash,) = led["fused"].kernels
+    assert (flash.bytes_read, flash.bytes_written) == (qkvo + 2 * streamed, qkvo) == (118_272, 16_896)
+    scores, _, pv = led["unfused"].kernels
+    assert (scores.bytes_read, pv.bytes_read) == (qkvo + streamed, e * 4 + streamed) == (67_584, 85_536)
+    assert (led["library"].bytes_read, led["library"].bytes_written) == (qkvo + 2 * kv, qkvo) == (33_792, 16_896)
+    # eager: K and V expanded first, each read once (kv) and written for every query head (qkvo)
+    eager = led["eager"].kernels
+    assert [k.name for k in eager] == ["repeat_k", "repeat_v", "scores", "softmax", "pv"]
+    assert [(k.bytes_read, k.bytes_written) for k in eager[:3]] == [(8_448, 16_896)] * 2 + [(33_792, 34_848)]
+    assert eager[4].bytes_read == e * 4 + qkvo == 51_744
+    # memory: q, O (qkvo each), k, v (kv each); eager also holds the two expanded copies beside S and P
+    io, square = 2 * qkvo + 2 * kv, 8 * 33 * 33 * 4
+    assert led["fused"].peak_bytes == led["library"].peak_bytes == io == 50_688
+    assert led["unfused"].peak_bytes == io + 2 * square == 120_384
+    assert led["eager"].peak_bytes == led["compiled"].peak_bytes == io + 2 * qkvo + 2 * square == 154_176
+    # multi-head: nothing to expand
+    mha = SCN.ledger({**params, "kv_heads": 4}, "float32")
+    assert [k.name for k in mha["eager"].kernels] == ["scores", "softmax", "pv"]
+    assert mha["eager"].peak_bytes == mha["unfused"].peak_bytes == 4 * qkvo + 2 * square
+
+
 def test_tiles_change_only_the_streamed_rows() -> None:
     small = SCN.ledger({**BASE, "block_m": 16}, "float32")["fused"]
     large = SCN.ledger({**BASE, "block_m": 128}, "float32")["fused"]
@@ -108,7 +157,7 @@ class FakeTarget:
 
 
 def test_guard_skips_what_does_not_fit_and_names_the_footprint() -> None:
-    params = {**BASE, "seq_len": 4096, "heads": 8}
+    params = {**BASE, "seq_len": 4096, "heads": 8, "kv_heads": 8}
     need = SCN.footprint_bytes(params, "float32", "unfused")
     reason = footprint.guard(SCN, params, "float32", "unfused", FakeTarget(need - 1))
     assert reason is not None and reason.startswith("unfused needs ") and f"{need:,} bytes" in reason
@@ -144,11 +193,23 @@ def test_host_available_memory_is_read() -> None:
         ({"causal": "yes"}, "causal='yes'"),
         ({"seq_len": 0}, "seq_len=0"),
         ({"batch": 2**20, "seq_len": 2**14}, "elements"),
+        ({"kv_heads": 0}, "kv_heads=0 must be a positive integer"),
+        ({"kv_heads": 1.5}, "kv_heads=1.5 must be a positive integer"),
+        ({"heads": 8, "kv_heads": 3}, r"^scenario\.kv_heads=3 must divide scenario\.heads=8$"),
+        ({"heads": 2, "kv_heads": 4}, "kv_heads=4 must divide scenario.heads=2"),
     ],
 )
 def test_bad_cases_are_refused(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         SCN.check({**BASE, **change})
+
+
+def test_a_bad_kv_heads_fails_before_any_work() -> None:
+    from suite.cli import precheck
+
+    overrides = ["scenario=attention", "scenario.heads=[8]", "scenario.kv_heads=[3]", "device=cpu"]
+    with pytest.raises(ConfigError, match=r"^scenario\.kv_heads=3 must divide scenario\.heads=8$"):
+        precheck(overrides)
 
 
 def test_emulation_keeps_a_ragged_tile_within_the_budget() -> None:
@@ -159,6 +220,13 @@ def test_emulation_keeps_a_ragged_tile_within_the_budget() -> None:
         assert small["batch"] == small["heads"] == 1 and small["block_m"] == small["block_n"] == 16
         assert small["seq_len"] % 16 != 0 and 17 <= small["seq_len"] <= 64
         assert small["head_dim"] == head_dim
+
+
+def test_emulation_keeps_the_group_of_a_grouped_case() -> None:
+    small = SCN.emulation_params({**BASE, "heads": 32, "kv_heads": 8, "seq_len": 2048, "head_dim": 128}, 4096)
+    SCN.check(small)
+    assert (small["batch"], small["heads"], small["kv_heads"]) == (1, 4, 1)
+    assert small["seq_len"] % 16 != 0 and 17 <= small["seq_len"] <= 64
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -24,15 +24,18 @@ KERNELS = ("attn_flash", "attn_scores", "attn_softmax", "attn_pv")
 @pytest.mark.compile
 @pytest.mark.skipif(bool(missing("cupy")), reason=missing("cupy"))
 @pytest.mark.parametrize(
-    ("head_dim", "causal", "dtype"),
-    [(64, False, "float32"), (64, True, "float32"), (64, True, "float16"), (128, True, "float16")],
+    ("head_dim", "causal", "dtype", "kv_heads"),
+    [(64, False, "float32", 8), (64, True, "float32", 8), (64, True, "float16", 2), (128, True, "float16", 8)],
 )
-def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str) -> None:
+def test_cupy_kernels_compile_without_spills(head_dim: int, causal: bool, dtype: str, kv_heads: int) -> None:
+    """8 heads on 8 K/V heads (GROUP 1) or on 2 (grouped-query, GROUP 4): the group is compiled in."""
     from backends.cupy.attention_kernels import shared_bytes, source
     from backends.cupy.build import compile_sm90
 
-    params = {**DEFAULT, "head_dim": head_dim, "causal": causal}
-    log = compile_sm90(source(params, dtype), "attn_flash").log  # one NVRTC program holds all four kernels
+    params = {**DEFAULT, "heads": 8, "kv_heads": kv_heads, "head_dim": head_dim, "causal": causal}
+    text = source(params, dtype)
+    assert f"#define GROUP {8 // kv_heads}\n" in text
+    log = compile_sm90(text, "attn_flash").log  # one NVRTC program holds all four kernels
     found = parse_ptxas(log)
     for name in KERNELS:
         r = found[name]
@@ -69,13 +72,13 @@ for dtype, ty in (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16")
     warps = A.tiled_options(consts, dtype, {})["num_warps"]  # the launcher's; NUM_WARPS names float32's and float16's
     assert A.NUM_WARPS.get(dtype, warps) == warps, (dtype, warps)
     kernels = {
-        "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "scale"], consts),
-        "_scores_kernel": (["Q", "K", "S"], ["seq_len", "scale"], consts),
+        "_flash_kernel": (["Q", "K", "V", "Out"], ["seq_len", "group", "scale"], consts),
+        "_scores_kernel": (["Q", "K", "S"], ["seq_len", "group", "scale"], consts),
         "_softmax_kernel": (["S", "P"], ["seq_len"], {"CAUSAL": True, "BLOCK": A.SOFTMAX_BLOCK}),
-        "_pv_kernel": (["P", "V", "Out"], ["seq_len"], consts),
+        "_pv_kernel": (["P", "V", "Out"], ["seq_len", "group"], consts),
     }
     for name, (ptrs, scalars, cx) in kernels.items():
-        signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "i32" if s == "seq_len" else "fp32" for s in scalars},
+        signature = {**{p: f"*{ty}" for p in ptrs}, **{s: "fp32" if s == "scale" else "i32" for s in scalars},
                      **dict.fromkeys(cx, "constexpr")}
         k, log = compile_sm90(getattr(A, name), signature, cx, {"num_warps": warps}, aligned(range(len(ptrs))))
         print(json.dumps({"dtype": dtype, "kernel": name, "cubin": len(k.asm.get("cubin", b"")),

@@ -20,9 +20,9 @@ from tests.conftest import make_config
 
 pytestmark = pytest.mark.gpu
 
-ATTENTION = ["scenario=attention", "scenario.heads=[1]", "scenario.seq_len=[17]", "scenario.head_dim=[16]",
-             "scenario.causal=[true]", "scenario.block_m=[16]", "scenario.block_n=[16]", "timing=quick",
-             "device=cuda", "dtype=float32", "backends=[cupy,triton,numba]", "variants=[fused,unfused]",
+ATTENTION = ["scenario=attention", "scenario.heads=[1]", "scenario.kv_heads=[1]", "scenario.seq_len=[17]",
+             "scenario.head_dim=[16]", "scenario.causal=[true]", "scenario.block_m=[16]", "scenario.block_n=[16]",
+             "timing=quick", "device=cuda", "dtype=float32", "backends=[cupy,triton,numba]", "variants=[fused,unfused]",
              "isolate=false"]  # fmt: skip
 
 

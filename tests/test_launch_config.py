@@ -255,7 +255,7 @@ cases = (("float32", "fp32", 64), ("float16", "fp16", 64), ("float16", "fp16", 1
 for dtype, ty, head_dim in cases:
     consts = A.tile_constants({"head_dim": head_dim, "causal": True, "block_m": 64, "block_n": 64})
     options = A.tiled_options(consts, dtype, {})
-    signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "scale": "fp32",
+    signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "group": "i32", "scale": "fp32",
                  **dict.fromkeys(consts, "constexpr")}
     k, log = compile_sm90(A._flash_kernel, signature, consts, options, aligned(range(4)))
     print(json.dumps({"case": f"{dtype} d={head_dim} {options}", "shared": k.metadata.shared, "ptxas": log}))

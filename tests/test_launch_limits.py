@@ -171,7 +171,7 @@ for case in sys.argv[1:]:
     consts = A.tile_constants({"head_dim": int(head_dim), "causal": False, "block_m": int(block_m),
                                "block_n": int(block_n)})
     options = A.tiled_options(consts, dtype, {}) | ({"num_stages": int(stages)} if stages else {})
-    signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "scale": "fp32",
+    signature = {**{p: f"*{ty}" for p in ("Q", "K", "V", "Out")}, "seq_len": "i32", "group": "i32", "scale": "fp32",
                  **dict.fromkeys(consts, "constexpr")}
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(4)}
     src = triton.compiler.ASTSource(fn=A._flash_kernel, signature=signature, attrs=aligned, constexprs=consts)

@@ -13,6 +13,8 @@ them by exp(m_old - m_new): the online softmax. Unfused, `attn_scores` stores th
 `attn_softmax` (8 threads per row, 16 rows per block) writes P, and `attn_pv` loads P tiles back into the
 shared tile: the same tile code on both sides of the device-memory boundary. Masked elements of S and P are
 neither stored nor read. float16 is stored as raw 16-bit words, converted with cvt.f32.f16 / cvt.rn.f16.f32.
+K and V have batch·kv_heads heads; each block reads its query head's K/V head in place (grouped-query attention,
+the group compiled in: `attention_kernels.GROUP`).
 
 The kernels' text is `backends.cupy.attention_kernels`; this module compiles and launches it.
 """
@@ -36,6 +38,11 @@ SHARED_LIMIT = 48 * 1024
 TILED_GRID = ("query tiles", "batch·heads")
 """What the dimensions of the tiled kernels' grid count (`grid_problem` names them in a refusal)."""
 TOO_MANY_HEADS = "lower batch or heads: every (batch, head) is a row of blocks along grid y"
+
+
+def _kv(params: dict, inputs: dict[str, Any]) -> dict:
+    """The case with kv_heads read off k itself, since the group is compiled into the kernels."""
+    return {**params, "kv_heads": int(inputs["k"].shape[1])}
 
 
 def _compiled(params: dict, dtype: str, names: tuple[str, ...]) -> list[Any]:
@@ -93,7 +100,7 @@ def _softmax_grid(params: dict) -> tuple[tuple[int], int]:
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     grid, block, seq_len, scale = _tiled(params)
     require_grids("cupy attention", [(grid, TILED_GRID)], TOO_MANY_HEADS)
-    (flash,) = _compiled(params, _dtype(inputs, out), NAMES["fused"])
+    (flash,) = _compiled(_kv(params, inputs), _dtype(inputs, out), NAMES["fused"])
     return _launcher([(flash, grid, block, (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale))], opts)
 
 
@@ -102,7 +109,7 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     (grid, block, seq_len, scale), (row_grid, rows) = _tiled(params), _softmax_grid(params)
     require_grids("cupy attention", [(grid, TILED_GRID), (row_grid, (f"blocks of {ROWS} rows",))], TOO_MANY_HEADS)
     dtype = _dtype(inputs, out)
-    scores, softmax, pv = _compiled(params, dtype, NAMES["unfused"])
+    scores, softmax, pv = _compiled(_kv(params, inputs), dtype, NAMES["unfused"])
     shape = (params["batch"], params["heads"], params["seq_len"], params["seq_len"])
     s, p = TARGET.empty(shape, dtype), TARGET.empty(shape, dtype)
     launches = [

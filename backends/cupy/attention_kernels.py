@@ -4,6 +4,9 @@ Kernel text apart from the entries that compile and launch it (`backends.cupy.at
 describes the tiling). Only `__syncthreads` coordinates threads (no warp shuffles), so the tests can also
 run this very source on the host, one std::thread per CUDA thread, with a host `prelude` in place of
 `DEVICE_PRELUDE`, to check its numbers where no GPU is available.
+
+GROUP, query heads per K/V head, is compiled in: block y = b·heads + h reads K/V head y / GROUP =
+b·kv_heads + h / GROUP in place (grouped-query attention), a division by a constant; GROUP 1 is multi-head.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ CONFIG = r"""
 #define BM {block_m}
 #define BN {block_n}
 #define HEAD_DIM {head_dim}
+#define GROUP {group}
 #define CAUSAL {causal}
 #define ROW_THREADS {row_threads}
 #define ROWS {rows}
@@ -125,6 +129,7 @@ attn_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
     const int tid = threadIdx.x, ty = tid / TC, tx = tid % TC, r = tid / 2, half = tid % 2;
     const int q0 = blockIdx.x * BM, rows = min(BM, seq_len - q0), end = key_end(q0, seq_len);
     const long long off = (long long)blockIdx.y * seq_len * HEAD_DIM;
+    const long long kv_off = (long long)(blockIdx.y / GROUP) * seq_len * HEAD_DIM;  // b·kv_heads + h / GROUP
     float acc[RM][DN] = {};
     if (tid < BM) {
         stats[tid] = NEG_INF;
@@ -132,7 +137,7 @@ attn_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
     }
     for (int n0 = 0; n0 < end; n0 += BN) {
         float sc[RM][CN];
-        tile_scores(q + off, k + off, q0, rows, n0, end, scale, qc, kc, sc);
+        tile_scores(q + off, k + kv_off, q0, rows, n0, end, scale, qc, kc, sc);
 #pragma unroll
         for (int a = 0; a < RM; ++a)
 #pragma unroll
@@ -165,7 +170,7 @@ attn_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
         for (int a = 0; a < RM; ++a)
 #pragma unroll
             for (int e = 0; e < DN; ++e) acc[a][e] *= stats[2 * BM + ty + TR * a];
-        tile_pv(v + off, n0, end, ss, kc, acc);
+        tile_pv(v + kv_off, n0, end, ss, kc, acc);
     }
 #pragma unroll
     for (int a = 0; a < RM; ++a) {
@@ -186,10 +191,11 @@ attn_scores(const T* __restrict__ q, const T* __restrict__ k, T* __restrict__ s,
     const int ty = threadIdx.x / TC, tx = threadIdx.x % TC;
     const int q0 = blockIdx.x * BM, rows = min(BM, seq_len - q0), end = key_end(q0, seq_len);
     const long long off = (long long)blockIdx.y * seq_len * HEAD_DIM;
+    const long long kv_off = (long long)(blockIdx.y / GROUP) * seq_len * HEAD_DIM;  // b·kv_heads + h / GROUP
     T* s_head = s + (long long)blockIdx.y * seq_len * seq_len;
     for (int n0 = 0; n0 < end; n0 += BN) {
         float sc[RM][CN];
-        tile_scores(q + off, k + off, q0, rows, n0, end, scale, qc, kc, sc);
+        tile_scores(q + off, k + kv_off, q0, rows, n0, end, scale, qc, kc, sc);
 #pragma unroll
         for (int a = 0; a < RM; ++a) {
             const int i = q0 + ty + TR * a;
@@ -243,6 +249,7 @@ attn_pv(const T* __restrict__ p, const T* __restrict__ v, T* __restrict__ out, i
     const int ty = threadIdx.x / TC, tx = threadIdx.x % TC;
     const int q0 = blockIdx.x * BM, rows = min(BM, seq_len - q0), end = key_end(q0, seq_len);
     const long long off = (long long)blockIdx.y * seq_len * HEAD_DIM;
+    const long long kv_off = (long long)(blockIdx.y / GROUP) * seq_len * HEAD_DIM;  // b·kv_heads + h / GROUP
     const T* p_head = p + (long long)blockIdx.y * seq_len * seq_len;
     float acc[RM][DN] = {};
     for (int n0 = 0; n0 < end; n0 += BN) {
@@ -252,7 +259,7 @@ attn_pv(const T* __restrict__ p, const T* __restrict__ v, T* __restrict__ out, i
             bool seen = i < rows && visible(q0 + i, n0 + j, end);
             ss[i * (BN + 1) + j] = seen ? to_float(p_head[(long long)(q0 + i) * seq_len + n0 + j]) : 0.0f;
         }
-        tile_pv(v + off, n0, end, ss, vc, acc);
+        tile_pv(v + kv_off, n0, end, ss, vc, acc);
     }
 #pragma unroll
     for (int a = 0; a < RM; ++a) {
@@ -273,6 +280,11 @@ def shared_bytes(block_m: int, block_n: int) -> int:
     return 4 * ((block_m + block_n) * 33 + block_m * (block_n + 1) + 7 * block_m)
 
 
+def group(params: dict) -> int:
+    """Query heads per K/V head: 1 where the case names no kv_heads (multi-head attention)."""
+    return int(params["heads"]) // int(params.get("kv_heads") or params["heads"])
+
+
 def source(params: dict, dtype: str, prelude: str = DEVICE_PRELUDE) -> str:
     """The CUDA source of the four kernels for one tile shape, head_dim, mask and dtype."""
     config = CONFIG.format(
@@ -280,6 +292,7 @@ def source(params: dict, dtype: str, prelude: str = DEVICE_PRELUDE) -> str:
         block_n=int(params["block_n"]),
         head_dim=int(params["head_dim"]),
         causal=int(bool(params["causal"])),
+        group=group(params),
         row_threads=ROW_THREADS,
         rows=ROWS,
         ctype=CTYPES[dtype],

@@ -17,6 +17,10 @@ dtype (`backends.triton.launch.attention_config`), the softmax's warps from its 
 memory is held against what a block may opt in to there: over it, the kernel is rebuilt a pipeline stage
 fewer, and at one stage the case is refused with the bytes (`_fit`). Grid y holds batch·heads, so more of
 them than CUDA's 65535 are refused before anything is built.
+
+K and V have batch·kv_heads heads: the program of (batch b, query head h), bh = b·heads + h along grid y,
+reads K/V head bh // group = b·kv_heads + h // group (group = heads/kv_heads, a runtime argument: Triton
+specialises an int argument equal to 1, so multi-head attention's programs compile as before), in place.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ def _flash_kernel(
     V,
     Out,
     seq_len,
+    group,
     scale,
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -97,7 +102,8 @@ def _flash_kernel(
     PRECISION: tl.constexpr,
 ):
     q0 = tl.program_id(0) * BLOCK_M
-    off = tl.program_id(1).to(tl.int64) * seq_len * HEAD_DIM
+    bh = tl.program_id(1).to(tl.int64)
+    off, kv_off = bh * seq_len * HEAD_DIM, (bh // group) * seq_len * HEAD_DIM
     rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
     io_mask = (rows < seq_len)[:, None] & (dims < HEAD_DIM)[None, :]
     q = tl.load(_tile_ptrs(Q + off, rows, dims, HEAD_DIM), mask=io_mask, other=0.0)
@@ -106,13 +112,13 @@ def _flash_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
     for n0 in range(0, end, BLOCK_N):
-        s, keys, _ = _scores(q, K + off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
+        s, keys, _ = _scores(q, K + kv_off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
         m_new = tl.maximum(m, tl.max(s, 1))  # finite: every row sees key 0 in the first tile
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new[:, None])
         den = den * alpha + tl.sum(p, 1)
         v = tl.load(
-            _tile_ptrs(V + off, keys, dims, HEAD_DIM),
+            _tile_ptrs(V + kv_off, keys, dims, HEAD_DIM),
             mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
             other=0.0,
         )
@@ -128,6 +134,7 @@ def _scores_kernel(
     K,
     S,
     seq_len,
+    group,
     scale,
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -138,7 +145,7 @@ def _scores_kernel(
 ):
     q0 = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
-    off = bh * seq_len * HEAD_DIM
+    off, kv_off = bh * seq_len * HEAD_DIM, (bh // group) * seq_len * HEAD_DIM
     rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
     in_rows = rows < seq_len
     q = tl.load(
@@ -147,7 +154,7 @@ def _scores_kernel(
     s_base = S + bh * seq_len * seq_len + rows.to(tl.int64)[:, None] * seq_len
     end = _key_end(q0, seq_len, CAUSAL, BLOCK_M)
     for n0 in range(0, end, BLOCK_N):
-        s, keys, visible = _scores(q, K + off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
+        s, keys, visible = _scores(q, K + kv_off, n0, end, rows, dims, scale, HEAD_DIM, CAUSAL, BLOCK_N, PRECISION)
         tl.store(s_base + keys[None, :], s.to(S.dtype.element_ty), mask=visible & in_rows[:, None])
 
 
@@ -181,6 +188,7 @@ def _pv_kernel(
     V,
     Out,
     seq_len,
+    group,
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -190,7 +198,7 @@ def _pv_kernel(
 ):
     q0 = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
-    off = bh * seq_len * HEAD_DIM
+    off, kv_off = bh * seq_len * HEAD_DIM, (bh // group) * seq_len * HEAD_DIM
     rows, dims = q0 + tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_D)
     io_mask = (rows < seq_len)[:, None] & (dims < HEAD_DIM)[None, :]
     p_base = P + bh * seq_len * seq_len + rows.to(tl.int64)[:, None] * seq_len
@@ -203,7 +211,7 @@ def _pv_kernel(
             visible = visible & (keys[None, :] <= rows[:, None])
         p = tl.load(p_base + keys[None, :], mask=visible, other=0.0)
         v = tl.load(
-            _tile_ptrs(V + off, keys, dims, HEAD_DIM),
+            _tile_ptrs(V + kv_off, keys, dims, HEAD_DIM),
             mask=(keys < end)[:, None] & (dims < HEAD_DIM)[None, :],
             other=0.0,
         )
@@ -301,13 +309,18 @@ def _shape(params: dict) -> tuple[int, int, float]:
     return heads, int(params["seq_len"]), 1.0 / math.sqrt(int(params["head_dim"]))
 
 
+def _group(inputs: dict[str, Any]) -> int:
+    """Query heads per K/V head, from the arrays themselves (dimension 1 of q and of k)."""
+    return int(inputs["q"].shape[1]) // int(inputs["k"].shape[1])
+
+
 @kernel(scenario="attention", backend="triton", variant="fused", device="cuda")
 def fused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launcher:
     heads, seq_len, scale = _shape(params)
     consts = tile_constants(params)
     grid = (cdiv(seq_len, consts["BLOCK_M"]), heads)
     require_grids("triton attention", [(grid, TILED_GRID)], TOO_MANY_HEADS)
-    args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, scale)
+    args = (inputs["q"], inputs["k"], inputs["v"], out, seq_len, _group(inputs), scale)
     return _launcher([(_flash_kernel, grid, args, consts, tiled_options(consts, _dtype(out), opts))], opts)
 
 
@@ -319,11 +332,11 @@ def unfused(inputs: dict[str, Any], out: Any, params: dict, opts: dict) -> Launc
     require_grids("triton attention", [(tiled, TILED_GRID), (rows, ("batch·heads·seq_len rows",))], TOO_MANY_HEADS)
     s, p = out.new_empty((heads, seq_len, seq_len)), out.new_empty((heads, seq_len, seq_len))
     tiled_opts = tiled_options(consts, _dtype(out), opts)
-    block = softmax_block(seq_len)
+    block, group = softmax_block(seq_len), _group(inputs)
     row_consts, row_opts = {"CAUSAL": consts["CAUSAL"], "BLOCK": block}, {"num_warps": row_warps(block, opts)}
     steps: list[Step] = [
-        (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, scale), consts, tiled_opts),
+        (_scores_kernel, tiled, (inputs["q"], inputs["k"], s, seq_len, group, scale), consts, tiled_opts),
         (_softmax_kernel, rows, (s, p, seq_len), row_consts, row_opts),
-        (_pv_kernel, tiled, (p, inputs["v"], out, seq_len), consts, tiled_opts),
+        (_pv_kernel, tiled, (p, inputs["v"], out, seq_len, group), consts, tiled_opts),
     ]
     return _launcher(steps, opts)

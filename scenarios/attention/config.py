@@ -14,6 +14,9 @@ class AttentionConfig:
     name: str = "attention"
     batch: Any = None
     heads: Any = None
+    """Query heads."""
+    kv_heads: Any = None
+    """Key/value heads, dividing `heads`: each serves heads/kv_heads query heads (grouped-query attention)."""
     seq_len: Any = None
     """Keys = queries per head: the charts' size axis."""
     head_dim: Any = None

@@ -1,16 +1,16 @@
 """Attention on the host CPU with Numba: a flash-style fused kernel against scores, softmax and P·V kernels.
 
-Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in
-parallel with `prange` (a head's tiles interleaved long with short, so that the causal triangle splits evenly
-between threads); each task streams the keys in tiles of block_n. Both variants share the tile code of
-`attention_tiles`, on float32 scratch tiles that stay in cache: the query tile transposed and pre-scaled by
-1/√d, a K and a V tile, and the scores key-major (st[j, i]). The two tile products (Q·Kᵀ and P·V) are
-register-blocked micro-kernels on the host's widest float32 vectors (`attention_simd`: 8 lanes with AVX2,
-16 with AVX-512, recorded in the row as `extra.lanes`), each output summed in the reduction's
-order with one fused multiply-add per term; the softmax loops run across queries, element by element, so LLVM
-vectorises them without reassociating sums. Results do not depend on the vector width. The unfused kernels
-store S and P key-major too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in
-fusion.
+Work is split as the scenario prescribes: one task per (batch·head, query tile of block_m rows), run in parallel
+with `prange` (a head's tiles interleaved long with short, so that the causal triangle splits evenly between
+threads); each task streams the keys in tiles of block_n, of its K/V head (b·kv_heads + h // (heads/kv_heads),
+indexed, never copied: grouped-query attention reads a shared K/V head from each of its query heads' tasks). Both
+variants share the tile code of `attention_tiles`, on float32 scratch tiles that stay in cache: the query tile
+transposed and pre-scaled by 1/√d, a K and a V tile, and the scores key-major (st[j, i]). The two tile products
+(Q·Kᵀ and P·V) are register-blocked micro-kernels on the host's widest float32 vectors (`attention_simd`: 8 lanes
+with AVX2, 16 with AVX-512, recorded in the row as `extra.lanes`), each output summed in the reduction's order with
+one fused multiply-add per term; the softmax loops run across queries, element by element, so LLVM vectorises them
+without reassociating sums. Results do not depend on the vector width. The unfused kernels store S and P key-major
+too (Sᵀ, Pᵀ: the same bytes, another order), so that the two variants differ only in fusion.
 
 The kernels are `attention_kernels` (with the vectorisable exp both variants use); this module prepares
 their arguments and compiles them for exactly those. Half-precision arrays arrive as their uint16 bits
@@ -35,7 +35,8 @@ from suite.core.registry import Launch, Launcher, kernel
 
 
 def _storage(a: np.ndarray) -> np.ndarray:
-    """(batch, heads, L, d) -> (batch·heads, L, d), halves as their uint16 bits: views, no copies."""
+    """(batch, heads, L, d) -> (batch·heads, L, d) (K, V: batch·kv_heads), halves as their uint16 bits: views,
+    no copies."""
     if not a.flags.c_contiguous:  # a reshape would copy, and the kernel would write into the copy
         raise ValueError("numba/cpu attention needs C-contiguous arrays")
     return storage(a.reshape(-1, *a.shape[2:]))

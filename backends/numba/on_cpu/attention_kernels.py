@@ -1,9 +1,10 @@
 """The Numba CPU attention kernels: a flash-style fused kernel, and scores, softmax and P·V kernels.
 
-Kernel factories apart from the entries that prepare and launch them (`backends.numba.on_cpu.attention`,
-whose docstring describes the design) and the tile code they share (`attention_tiles`), each built once per
-storage dtype (float16 as uint16 bits). Score tiles are key-major, st[j, i] for key j and query i, and so
-are the unfused S and P (stored as Sᵀ, Pᵀ): the softmax's max and sum then run across queries, element by
+Kernel factories apart from the entries that prepare and launch them (`backends.numba.on_cpu.attention`, whose
+docstring describes the design) and the tile code they share (`attention_tiles`), each built once per storage dtype
+(float16 as uint16 bits). K and V hold batch·kv_heads heads: task bh (batch b, query head h) reads K/V head bh // g
+= b·kv_heads + h // g, g = heads/kv_heads, in place. Score tiles are key-major, st[j, i] for key j and query i, and
+so are the unfused S and P (stored as Sᵀ, Pᵀ): the softmax's max and sum then run across queries, element by
 element, instead of along a row, where a float reduction cannot be vectorised without reassociating it.
 
 `_exp` is a vectorisable float32 exp (Cody–Waite reduction and the Cephes polynomial, error under 2 ulp):
@@ -94,6 +95,7 @@ def _flash(dtype: str, t: SimpleNamespace) -> Any:
     @njit(parallel=True, fastmath=FASTMATH)
     def flash(q, k, v, out, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = q.shape
+        group = heads // k.shape[0]  # query heads per K/V head
         tiles, bm, bn, dp = (
             (seq_len + block_m - 1) // block_m,
             padded(block_m, COLS),
@@ -111,8 +113,8 @@ def _flash(dtype: str, t: SimpleNamespace) -> Any:
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                load_rows(k, bh, n0, cols, head_dim, kt)
-                load_rows(v, bh, n0, cols, head_dim, vt)
+                load_rows(k, bh // group, n0, cols, head_dim, kt)
+                load_rows(v, bh // group, n0, cols, head_dim, vt)
                 qk_tile(kt, qt, st, cols, rows, head_dim)
                 if causal and n0 + cols > q0 + 1:  # a tile on the diagonal: hide the scores of later keys
                     for j in range(cols):
@@ -147,6 +149,7 @@ def _scores(dtype: str, t: SimpleNamespace) -> Any:
     @njit(parallel=True, fastmath=FASTMATH)
     def scores(q, k, s_t, causal, block_m, block_n, scale):  # type: ignore[no-untyped-def]
         heads, seq_len, head_dim = q.shape
+        group = heads // k.shape[0]  # query heads per K/V head
         tiles, bm, bn = (seq_len + block_m - 1) // block_m, padded(block_m, COLS), padded(block_n, ROWS)
         for task in prange(heads * tiles):
             bh, q0 = task // tiles, _tile_of(task, tiles) * block_m
@@ -156,7 +159,7 @@ def _scores(dtype: str, t: SimpleNamespace) -> Any:
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                load_rows(k, bh, n0, cols, head_dim, kt)
+                load_rows(k, bh // group, n0, cols, head_dim, kt)
                 qk_tile(kt, qt, st, cols, rows, head_dim)
                 for j in range(cols):  # masked scores are not stored: the softmax and P·V never read them
                     lo = min(_first_row(n0 + j, q0, causal), rows)
@@ -212,7 +215,8 @@ def _pv(dtype: str, t: SimpleNamespace) -> Any:
 
     @njit(parallel=True, fastmath=FASTMATH)
     def pv(p_t, v, out, causal, block_m, block_n):  # type: ignore[no-untyped-def]
-        heads, seq_len, head_dim = v.shape
+        heads, seq_len, head_dim = out.shape
+        group = heads // v.shape[0]  # query heads per K/V head
         tiles, bm, bn, dp = (
             (seq_len + block_m - 1) // block_m,
             padded(block_m, COLS),
@@ -226,7 +230,7 @@ def _pv(dtype: str, t: SimpleNamespace) -> Any:
             end = min(seq_len, q0 + rows) if causal else seq_len
             for n0 in range(0, end, block_n):
                 cols = min(block_n, end - n0)
-                load_rows(v, bh, n0, cols, head_dim, vt)
+                load_rows(v, bh // group, n0, cols, head_dim, vt)
                 for j in range(cols):  # masked probabilities are zero, never read
                     lo = min(_first_row(n0 + j, q0, causal), rows)
                     pt[j, :lo] = ZERO

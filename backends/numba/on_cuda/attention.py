@@ -14,6 +14,9 @@ exp(m_old - m_new) (the online softmax). Unfused, the scores kernel stores the t
 writes P, and the P·V kernel loads P tiles into the same shared tile: the same code on both sides of the
 device-memory boundary. Masked elements of S and P are neither stored nor read. Both run in the simulator.
 
+K and V have kv_heads heads: the block of query head h reads K/V head h // (heads/kv_heads) of its batch, in
+place (grouped-query attention, none copied).
+
 The kernels are `attention_kernels` (built on the device functions of `attention_tiles`); this module
 compiles, records and launches them.
 """

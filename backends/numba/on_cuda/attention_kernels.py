@@ -50,6 +50,7 @@ def _flash_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> Ca
         heads, seq_len = q.shape[1], q.shape[2]
         tid, q0 = cuda.threadIdx.x, cuda.blockIdx.x * BM
         b, h, ty, tx = cuda.blockIdx.y // heads, cuda.blockIdx.y % heads, tid // TC, tid % TC
+        kh = h // (heads // k.shape[1])  # the K/V head of query head h
         qc = cuda.shared.array(QBUF, F32)
         buf = cuda.shared.array(BUF, F32)  # a chunk of K, then rows of V
         ss = cuda.shared.array((BM, BNP), F32)
@@ -65,7 +66,7 @@ def _flash_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> Ca
         rows, end = min(BM, seq_len - q0), key_end(q0, seq_len)
         r, half = tid // 2, tid % 2
         for n0 in range(0, end, BN):
-            tile_scores(q, k, b, h, q0, rows, n0, end, scale, qc, buf, sc, tid, ty, tx)
+            tile_scores(q, k, b, h, kh, q0, rows, n0, end, scale, qc, buf, sc, tid, ty, tx)
             for a in range(RM):
                 for bb in range(CN):
                     j = tx + TC * bb
@@ -90,7 +91,7 @@ def _flash_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> Ca
             for a in range(RM):
                 for e in range(DN):
                     acc[a, e] *= stats[2, ty + TR * a]
-            tile_pv(v, b, h, n0, end, ss, buf, acc, tid, ty, tx)
+            tile_pv(v, b, kh, n0, end, ss, buf, acc, tid, ty, tx)
         for a in range(RM):
             row = ty + TR * a
             if row < rows:
@@ -115,12 +116,13 @@ def _scores_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> C
         heads, seq_len = q.shape[1], q.shape[2]
         tid, q0 = cuda.threadIdx.x, cuda.blockIdx.x * BM
         b, h, ty, tx = cuda.blockIdx.y // heads, cuda.blockIdx.y % heads, tid // TC, tid % TC
+        kh = h // (heads // k.shape[1])  # the K/V head of query head h
         qc = cuda.shared.array(QBUF, F32)
         kc = cuda.shared.array(BUF, F32)
         sc = cuda.local.array((RM, CN), F32)
         rows, end = min(BM, seq_len - q0), key_end(q0, seq_len)
         for n0 in range(0, end, BN):
-            tile_scores(q, k, b, h, q0, rows, n0, end, scale, qc, kc, sc, tid, ty, tx)
+            tile_scores(q, k, b, h, kh, q0, rows, n0, end, scale, qc, kc, sc, tid, ty, tx)
             for a in range(RM):
                 for bb in range(CN):
                     i, j = q0 + ty + TR * a, n0 + tx + TC * bb
@@ -140,9 +142,10 @@ def _pv_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> Calla
     tile_pv, visible, key_end = t.tile_pv, t.visible, t.key_end
 
     def pv(p, v, out):  # type: ignore[no-untyped-def]
-        heads, seq_len = v.shape[1], v.shape[2]
+        heads, seq_len = out.shape[1], out.shape[2]
         tid, q0 = cuda.threadIdx.x, cuda.blockIdx.x * BM
         b, h, ty, tx = cuda.blockIdx.y // heads, cuda.blockIdx.y % heads, tid // TC, tid % TC
+        kh = h // (heads // v.shape[1])  # the K/V head of query head h
         vc = cuda.shared.array(BUF, F32)
         ss = cuda.shared.array((BM, BNP), F32)
         acc = cuda.local.array((RM, DN), F32)
@@ -156,7 +159,7 @@ def _pv_source(block_m: int, block_n: int, head_dim: int, causal: bool) -> Calla
                 i, j = idx // BN, idx % BN
                 seen = i < rows and visible(q0 + i, n0 + j, end)
                 ss[i, j] = np.float32(p[b, h, q0 + i, n0 + j]) if seen else ZERO
-            tile_pv(v, b, h, n0, end, ss, vc, acc, tid, ty, tx)
+            tile_pv(v, b, kh, n0, end, ss, vc, acc, tid, ty, tx)
         for a in range(RM):
             row = ty + TR * a
             if row < rows:

@@ -88,15 +88,16 @@ def _score_code(block_m: int, block_n: int, head_dim: int) -> Any:
                     sc[a, bb] += qa * kc[(tx + TC * bb) * DCP + dd]
 
     @_device
-    def tile_scores(q, k, b, h, q0, rows, n0, end, scale, qc, kc, sc, tid, ty, tx):  # type: ignore[no-untyped-def]
-        """sc[a, bb] = q[q0 + ty + R·a]·k[n0 + tx + 8·bb]·scale, staged through shared memory 32 dims at a time."""
+    def tile_scores(q, k, b, h, kh, q0, rows, n0, end, scale, qc, kc, sc, tid, ty, tx):  # type: ignore[no-untyped-def]
+        """sc[a, bb] = q[b, h, q0 + ty + R·a]·k[b, kh, n0 + tx + 8·bb]·scale (kh: query head h's K/V head),
+        staged through shared memory 32 dims at a time."""
         for a in range(RM):
             for bb in range(CN):
                 sc[a, bb] = ZERO
         for d0 in range(0, D, DC):
             cuda.syncthreads()
             load_chunk(q, b, h, q0, rows, d0, scale, qc, BM, tid)
-            load_chunk(k, b, h, n0, end - n0, d0, ONE, kc, BN, tid)
+            load_chunk(k, b, kh, n0, end - n0, d0, ONE, kc, BN, tid)
             cuda.syncthreads()
             chunk_scores(qc, kc, sc, ty, tx)
 
@@ -112,14 +113,14 @@ def tile_code(block_m: int, block_n: int, head_dim: int, causal: bool) -> Simple
     tile_scores = _score_code(block_m, block_n, head_dim)
 
     @_device
-    def tile_pv(v, b, h, n0, end, ss, vc, acc, tid, ty, tx):  # type: ignore[no-untyped-def]
-        """acc[a, e] += Σ_j ss[ty + R·a, j]·v[n0 + j, tx + 8·e], V staged KC whole rows at a time, so that
-        every index into acc is a constant and acc stays in registers."""
+    def tile_pv(v, b, kh, n0, end, ss, vc, acc, tid, ty, tx):  # type: ignore[no-untyped-def]
+        """acc[a, e] += Σ_j ss[ty + R·a, j]·v[b, kh, n0 + j, tx + 8·e] (kh: the K/V head), V staged KC whole
+        rows at a time, so that every index into acc is a constant and acc stays in registers."""
         for j0 in range(0, BN, KC):
             cuda.syncthreads()
             for idx in range(tid, KC * D, THREADS):
                 j, d = idx // D, idx % D
-                vc[j * DP + d] = np.float32(v[b, h, n0 + j0 + j, d]) if n0 + j0 + j < end else ZERO
+                vc[j * DP + d] = np.float32(v[b, kh, n0 + j0 + j, d]) if n0 + j0 + j < end else ZERO
             cuda.syncthreads()
             for j in range(KC):
                 for a in range(RM):
