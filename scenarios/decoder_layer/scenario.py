@@ -112,6 +112,20 @@ class DecoderLayer(Scenario):
         },
     }
 
+    checks = [
+        {
+            "tokens": 7,
+            "hidden": 40,
+            "heads": 3,
+            "kv_heads": 1,
+            "head_dim": 16,
+            "intermediate": 24,
+            "rope_pairing": "interleaved",
+        },
+    ]
+    """Seven tokens (a ragged attention tile), three query heads on one key head, a hidden size that is not
+    heads × head_dim (the O projection maps 48 values back to 40), an intermediate narrower than the hidden."""
+
     def check(self, params: Params) -> None:
         """The layer's own rules, then each op's family's at the layer's shapes (so every kernel can run it)."""
         for key in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"):
