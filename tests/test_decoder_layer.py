@@ -41,7 +41,7 @@ def test_every_variant_matches_the_float64_chain(variant: str, params: dict) -> 
     out, ref, tol = _run(variant, params)
     err, problem = numerics.judge(out, ref, tol)
     assert problem == "", f"{variant} {params}: {problem}"
-    assert 0 < err and tol < 1e-3  # a real comparison, not one the floor or the ceiling decided
+    assert err > 0 and tol < 1e-3  # a real comparison, not one the floor or the ceiling decided
     assert np.abs(ref[1]).max() > 0.1 * np.abs(ref[0]).max()  # the MLP's output is judged, not drowned by h2
 
 

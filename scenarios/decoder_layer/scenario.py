@@ -62,6 +62,8 @@ class DecoderLayer(Scenario):
     name = "decoder_layer"
     config = DecoderLayerConfig
     model_tour = "model_decoder_layer"
+    summary = {"tokens": 1024, "rope_pairing": "half"}
+    """The M preset's longer sequence in Llama's pairing: the case the GPU check keeps when its budget is short."""
     limits = Tolerance(
         floor={d: DEPTH * f for d, f in FLOOR.items()},
         ceiling=per_dtype(1e-2, 1.0),
