@@ -44,6 +44,7 @@ def gemm_traffic(params: Params, dtype: str) -> list[KernelTraffic]:
     matmul = get("matmul")
     out = []
     for name, m, n, k in gemms(params):
+        # the tile shapes only the tiled kernel's count; the library kernel reads A and B once whatever it is
         found = matmul.ledger({"m": m, "n": n, "k": k, "epilogue": "none", "tile": [32, 32, 32]}, dtype)
         out.append(replace(found["library"].kernels[0], name=name))
     return out

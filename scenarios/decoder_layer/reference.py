@@ -23,7 +23,7 @@ from suite.core.scenario import Params, get
 BLOCK = 1 << 22
 """Elements of a weight the float64 GEMM converts at once (32 MiB)."""
 
-Op = Callable[[dict[str, np.ndarray], Params], np.ndarray]
+OpFn = Callable[[dict[str, np.ndarray], Params], np.ndarray]
 """One op of the chain: its family's inputs (by the family's names) and params -> its family's output."""
 
 
@@ -32,10 +32,10 @@ class Arithmetic:
     """How each step of `forward` is computed."""
 
     gemm: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    add_rmsnorm: Op
-    rope: Op
-    attention: Op
-    swiglu: Op
+    add_rmsnorm: OpFn
+    rope: OpFn
+    attention: OpFn
+    swiglu: OpFn
 
 
 def gemm64(a: np.ndarray, w: np.ndarray) -> np.ndarray:
