@@ -79,11 +79,14 @@ def test_each_familys_summary_case_is_in_the_plan_at_the_size_its_report_leads_w
 
 
 def test_the_gpu_tests_awkward_shapes_cover_every_family_in_the_tree() -> None:
-    """tests/test_gpu_device.py's AWKWARD: one entry per family under scenarios/, each a valid plan of small cases."""
+    """tests/test_gpu_device.py's AWKWARD: one entry per family under scenarios/ with a CUDA kernel, each a valid
+    plan of small cases."""
+    from suite.core import registry
     from tests.conftest import make_config
     from tests.test_gpu_device import AWKWARD, HAND_WRITTEN
 
-    in_tree = {name for name in scenario.discover() if name not in scenario.plug_ins()}
+    cuda = {key.scenario for key in registry.discover().keys(device="cuda")}
+    in_tree = {name for name in scenario.discover() if name not in scenario.plug_ins() and name in cuda}
     assert set(AWKWARD) == in_tree
     for family, shapes in AWKWARD.items():
         p = validate.plan(make_config(f"scenario={family}", "preset=S", *shapes, HAND_WRITTEN, "device=cuda"))

@@ -17,7 +17,7 @@ from suite.run import validate
 
 MODELS = sorted(p.stem for p in (Path(cli.CONF) / "model").glob("*.yaml"))
 FAMILIES = {"elementwise_chain", "layernorm", "rmsnorm", "softmax", "attention", "matmul", "add_rmsnorm", "swiglu",
-            "rope"}  # fmt: skip
+            "rope", "decoder_layer"}  # fmt: skip
 """The in-tree families of the model tour; a plug-in that declares `model_tour` joins them (tests/toy_family.py)."""
 
 

@@ -1,0 +1,100 @@
+"""The decoder layer's ledger: the sum of its ops' own ledgers, its GEMMs and its copies, in the chain's order.
+
+Each fusable op is counted by its family's `ledger()` at the layer's shapes (`chain.op_params`) in the variant the
+layer's variant picks for it, so the layer's account is exactly the families' and moves when theirs does;
+add_rmsnorm twice. Each projection is counted as the matmul family counts its `library` kernel (A and B read
+once, C written once, 2·m·n·k FLOPs). The copies (`copies`) read their source once and write their destination
+once. Kernel names carry the op's label ('attention: scores'), so a row's kernels say where each comes from.
+
+Peak memory: the layer allocates every buffer before it runs, so its inputs, weights, activations and output are
+alive throughout (`held`); on top of them, at the worst op, what that op's variant holds beyond its own inputs
+and outputs: its ledger's peak less its fused ledger's, which in every one of these families is exactly its
+inputs and outputs (the unfused intermediates, S and P of attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from scenarios.decoder_layer.chain import OPS, VARIANTS, gemms, op_params, op_variants, weight_shapes
+from suite.core.ledger import KernelTraffic, VariantLedger
+from suite.core.scenario import Params, get
+
+OpRun = tuple[str, str]
+"""(label, family) of one op in the chain."""
+
+
+def copies(params: Params, s: int) -> list[KernelTraffic]:
+    """The layout copies: q' to heads-major, k' and v to heads-major repeated to every query head (the GQA
+    expansion attention needs until it reads kv_heads itself), attention's output back to token-major."""
+    t, heads, kv, d = (params[k] for k in ("tokens", "heads", "kv_heads", "head_dim"))
+    g, one = heads // kv, t * heads * d * s
+    return [
+        KernelTraffic("q to heads-major", one, one, 0),
+        KernelTraffic(f"k to heads-major, ×{g} heads", one // g, one, 0),
+        KernelTraffic(f"v to heads-major, ×{g} heads", one // g, one, 0),
+        KernelTraffic("attention output to token-major", one, one, 0),
+    ]
+
+
+def gemm_traffic(params: Params, dtype: str) -> list[KernelTraffic]:
+    """Each projection as the matmul family's ledger counts its library kernel."""
+    matmul = get("matmul")
+    out = []
+    for name, m, n, k in gemms(params):
+        # the tile shapes only the tiled kernel's count; the library kernel reads A and B once whatever it is
+        found = matmul.ledger({"m": m, "n": n, "k": k, "epilogue": "none", "tile": [32, 32, 32]}, dtype)
+        out.append(replace(found["library"].kernels[0], name=name))
+    return out
+
+
+def held_bytes(params: Params, s: int) -> int:
+    """Inputs, weights, every activation buffer and the output: all allocated before the layer runs."""
+    t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
+    inputs = 2 * t * h + 2 * t * (d // 2) + sum(int(np.prod(v)) for v in weight_shapes(params).values())
+    activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 4 * t * heads * d
+    activations += t * heads * d + t * h + 3 * t * i
+    return (inputs + activations + 2 * t * h) * s
+
+
+def in_order(params: Params, dtype: str) -> list[OpRun | KernelTraffic]:
+    """The chain as the ledger walks it: each op as (label, family), each GEMM and copy as its traffic."""
+    proj, moves = gemm_traffic(params, dtype), copies(params, np.dtype(dtype).itemsize)
+    return [
+        ("add_rmsnorm (input)", "add_rmsnorm"),
+        *proj[:3],
+        ("rope", "rope"),
+        *moves[:3],
+        ("attention", "attention"),
+        moves[3],
+        proj[3],
+        ("add_rmsnorm (post-attention)", "add_rmsnorm"),
+        *proj[4:6],
+        ("swiglu", "swiglu"),
+        proj[6],
+    ]
+
+
+def layer_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
+    """Every variant of the layer (`chain.VARIANTS`) as the sum of its parts; see the module docstring."""
+    shapes, order = op_params(params), in_order(params, dtype)
+    families = {f: get(f).ledger(shapes[f], dtype) for f in OPS}
+    runs = [item for item in order if not isinstance(item, KernelTraffic)]
+    held = held_bytes(params, np.dtype(dtype).itemsize)
+    out = {}
+    for variant in VARIANTS:
+        pick = op_variants(variant)
+        parts = {family: families[family][pick[family]] for family in OPS}
+        kernels: list[KernelTraffic] = []
+        for item in order:
+            if isinstance(item, KernelTraffic):
+                kernels.append(item)
+            else:
+                label, family = item
+                kernels += [replace(k, name=f"{label}: {k.name}") for k in parts[family].kernels]
+        removed = tuple(i for _, family in runs for i in parts[family].removed)
+        extra = max(parts[f].peak_bytes - families[f]["fused"].peak_bytes for f in OPS)
+        out[variant] = VariantLedger(variant, tuple(kernels), removed, held + extra)
+    return out

@@ -1,0 +1,88 @@
+"""A chain of registered kernels run as one: what a composed scenario (a decoder layer) launches.
+
+A composed family does not write kernels of its own. It lists its steps in order: an `Op` is one run of another
+family's registered kernel on buffers the composition owns (views into preallocated activations, weights made
+once), and a `Step` is a plain launcher the backend supplies for what no family times (its library GEMM, a
+layout copy). `compose` looks every op's kernel up in the registry for one backend and device, with the variant
+the composition picks for that family, builds each op's launcher on its buffers, and returns one `Launch` that
+runs them all in order. So a family's better kernel makes the composition better without an edit here or there,
+and a backend serves the composition as soon as it registers every family the chain names.
+
+Each op's launcher is built here, once, while the composition prepares: its compilation and its scratch stay
+outside the timed region, as the registry's protocol asks of any entry. An op's `Launch.notes` and `allocates`
+are gathered under the op's label, so the row says which kernel ran where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from suite.core.registry import REGISTRY, KernelKey, Launch, Unsupported, as_launch
+
+
+@dataclass(frozen=True)
+class Op:
+    """One run of `family`'s registered kernel: its inputs by the family's names, its output buffer, its params."""
+
+    label: str
+    """Names the op in notes and errors ('attention', 'add_rmsnorm (post-attention)')."""
+    family: str
+    inputs: Mapping[str, Any]
+    out: Any
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A launcher the backend built itself (a library GEMM, a copy): nothing to look up."""
+
+    label: str
+    run: Callable[[], None]
+
+
+@dataclass
+class Built:
+    """What composing found: the launchers in order, and what each op reported."""
+
+    launchers: list[Callable[[], None]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    allocates: dict[str, int] = field(default_factory=dict)
+
+
+def compose(
+    steps: Sequence[Op | Step],
+    variants: Mapping[str, str],
+    *,
+    backend: str,
+    device: str,
+    opts: Mapping[str, Any],
+) -> Launch:
+    """One `Launch` running `steps` in order, each `Op` as `backend`'s kernel of its family on `device` in the
+    variant `variants[family]`. A family the backend does not register in that variant makes the composition
+    `Unsupported` (a skipped row naming it); an op's own refusal is passed on with the op named."""
+    built = Built()
+    for step in steps:
+        if isinstance(step, Step):
+            built.launchers.append(step.run)
+            continue
+        variant = variants[step.family]
+        entry = REGISTRY.get(KernelKey(step.family, backend, variant, device))
+        if entry is None:
+            raise Unsupported(f"{backend} registers no {variant} {step.family} kernel on {device}")
+        try:
+            launch = as_launch(entry(dict(step.inputs), step.out, dict(step.params), dict(opts)))
+        except Unsupported as exc:
+            raise Unsupported(f"{step.label}: {exc}") from None
+        built.launchers.append(launch.run)
+        if launch.notes:
+            built.notes[step.label] = launch.notes
+        built.allocates |= {f"{step.label}: {name}": size for name, size in launch.allocates.items()}
+    launchers = tuple(built.launchers)
+
+    def run() -> None:
+        for launcher in launchers:
+            launcher()
+
+    return Launch(run, notes=built.notes, allocates=built.allocates)

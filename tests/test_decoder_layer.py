@@ -1,0 +1,167 @@
+"""decoder_layer: every variant on Numba CPU against the float64 chain, the registry's kernels doing the ops, the
+ledger as the sum of its ops' ledgers, and the one-line refusals of a bad case, variant or model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scenarios.decoder_layer import OPS, VARIANTS, op_params, op_variants
+from scenarios.decoder_layer.chain import gemms
+from suite import cli
+from suite.core import numerics, registry, targets
+from suite.core import scenario as scenarios
+from suite.core.errors import ConfigError
+from suite.core.registry import KernelKey
+from suite.run import validate
+from tests.conftest import make_config
+
+registry.discover()
+LAYER = scenarios.get("decoder_layer")
+SMALL = {k: v[0] for k, v in LAYER.presets["S"].items()}
+CASES = [LAYER.checks[0], SMALL]
+"""The awkward check (3:1 heads, interleaved, hidden ≠ heads·head_dim) and the S preset (2:1, half)."""
+
+
+def _run(variant: str, params: dict, seed: int = 7) -> tuple[np.ndarray, np.ndarray, float]:
+    """(output, float64 reference, tolerance) of one launch of `variant` on Numba CPU, the output poisoned first."""
+    target = targets.TARGETS[("numba", "cpu")]
+    inputs = LAYER.make_inputs(params, "float32", np.random.default_rng(seed))
+    ref = LAYER.reference(inputs, params)
+    out = target.empty(LAYER.output_shape(params), "float32")
+    target.poison(out)
+    launch = registry.REGISTRY.get(KernelKey("decoder_layer", "numba", variant, "cpu"))(inputs, out, params, {})
+    launch()
+    return out, ref, LAYER.tolerance(inputs, params, "float32", ref)
+
+
+@pytest.mark.parametrize("params", CASES, ids=["check", "S"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_matches_the_float64_chain(variant: str, params: dict) -> None:
+    out, ref, tol = _run(variant, params)
+    err, problem = numerics.judge(out, ref, tol)
+    assert problem == "", f"{variant} {params}: {problem}"
+    assert err > 0 and tol < 1e-3  # a real comparison, not one the floor or the ceiling decided
+    assert np.abs(ref[1]).max() > 0.1 * np.abs(ref[0]).max()  # the MLP's output is judged, not drowned by h2
+
+
+def test_a_wrong_op_is_caught() -> None:
+    """The check sees one op's mistake: the layer with rope's tables swapped (a rotation the other way) fails."""
+    params = SMALL
+    inputs = LAYER.make_inputs(params, "float32", np.random.default_rng(3))
+    ref = LAYER.reference(inputs, params)
+    tol = LAYER.tolerance(inputs, params, "float32", ref)
+    swapped = dict(inputs, sin=-inputs["sin"])
+    out = np.full(LAYER.output_shape(params), np.nan, np.float32)
+    registry.REGISTRY.get(KernelKey("decoder_layer", "numba", "fused", "cpu"))(swapped, out, params, {})()
+    assert numerics.rel_err(out, ref) > 100 * tol
+
+
+def test_each_variant_runs_the_registrys_kernel_of_each_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layer looks its ops up in the registry at build time: a family's kernel replaced there is the one the
+    layer runs, once per op per launch, in the variant the layer's variant picks."""
+    calls: dict[tuple[str, str], int] = {}
+
+    def counted(key: KernelKey):  # type: ignore[no-untyped-def]
+        entry = registry.REGISTRY.kernels[key]
+
+        def wrapped(inputs, out, params, opts):  # type: ignore[no-untyped-def]
+            launch = registry.as_launch(entry(inputs, out, params, opts))
+
+            def run() -> None:
+                calls[(key.scenario, key.variant)] = calls.get((key.scenario, key.variant), 0) + 1
+                launch()
+
+            return run
+
+        return wrapped
+
+    for family in OPS:
+        for v in ("fused", "unfused"):
+            key = KernelKey(family, "numba", v, "cpu")
+            monkeypatch.setitem(registry.REGISTRY.kernels, key, counted(key))
+    for variant in ("fused_attention", "unfused"):
+        calls.clear()
+        out = np.empty(LAYER.output_shape(SMALL), np.float32)
+        inputs = LAYER.make_inputs(SMALL, "float32", np.random.default_rng(0))
+        launch = registry.REGISTRY.get(KernelKey("decoder_layer", "numba", variant, "cpu"))(inputs, out, SMALL, {})
+        launch()
+        launch()
+        picked = op_variants(variant)
+        assert calls == {(f, picked[f]): 4 if f == "add_rmsnorm" else 2 for f in OPS}, variant
+
+
+def _expected(params: dict, variant: str) -> dict[str, int]:
+    """The layer's totals recomputed from each family's own ledger, the GEMMs' A, B and C, and the four copies."""
+    s, ops, picked = 4, op_params(params), op_variants(variant)
+    parts = [scenarios.get(f).ledger(ops[f], "float32")[picked[f]] for f in ("add_rmsnorm", *OPS)]
+    t, heads, kv, d = (params[k] for k in ("tokens", "heads", "kv_heads", "head_dim"))
+    qkv = t * heads * d * s
+    copies = [(qkv, qkv), (qkv * kv // heads, qkv), (qkv * kv // heads, qkv), (qkv, qkv)]
+    return {
+        "read": sum(p.bytes_read for p in parts)
+        + sum((m * k + k * n) * s for _, m, n, k in gemms(params))
+        + sum(r for r, _ in copies),
+        "written": sum(p.bytes_written for p in parts) + sum(m * n * s for _, m, n, _ in gemms(params)) + 4 * qkv,
+        "flops": sum(p.flops for p in parts) + sum(2 * m * n * k for _, m, n, k in gemms(params)),
+        "launches": sum(p.launches for p in parts) + 7 + 4,
+    }
+
+
+@pytest.mark.parametrize("params", [*CASES, {**SMALL, "tokens": 300, "hidden": 4096, "intermediate": 11008}])
+def test_the_ledger_is_the_sum_of_its_ops_ledgers(params: dict) -> None:
+    ledger = LAYER.ledger(params, "float32")
+    assert set(ledger) == set(VARIANTS)
+    for variant, found in ledger.items():
+        want = _expected(params, variant)
+        got = {"read": found.bytes_read, "written": found.bytes_written, "flops": found.flops}
+        assert got | {"launches": found.launches} == want, variant
+    # each op's fusion saves in the layer exactly what it saves in its family (add_rmsnorm twice)
+    unfused = ledger["unfused"].bytes_moved()
+    for op in OPS:
+        fam = scenarios.get(op).ledger(op_params(params)[op], "float32")
+        gain = (fam["unfused"].bytes_moved() - fam["fused"].bytes_moved()) * (2 if op == "add_rmsnorm" else 1)
+        assert unfused - ledger[f"fused_{op}"].bytes_moved() == gain > 0, op
+    assert ledger["fused"].peak_bytes < ledger["unfused"].peak_bytes  # attention's S and P never exist
+
+
+def test_the_ledger_names_every_kernel_by_its_op() -> None:
+    kernels = [k.name for k in LAYER.ledger(SMALL, "float32")["fused"].kernels]
+    assert kernels[0].startswith("add_rmsnorm (input): ") and kernels[-1] == "down projection"
+    assert "k to heads-major, ×2 heads" in kernels and "v to heads-major, ×2 heads" in kernels
+    assert sum(k.startswith("attention: ") for k in kernels) == 1  # the fused attention: one kernel
+
+
+def test_bad_cases_variants_and_models_are_refused_in_one_line() -> None:
+    refusals = []
+    with pytest.raises(ConfigError) as caught:
+        op_variants("fused_gelu")
+    refusals.append(str(caught.value))
+    assert "valid: unfused, fused, fused_add_rmsnorm" in refusals[-1]
+    with pytest.raises(ConfigError, match=r"unknown variant 'fused_gelu'; valid: unfused") as caught:
+        validate.plan(make_config("scenario=decoder_layer", "preset=S", "device=cpu", "variants=[fused_gelu]"))
+    refusals.append(str(caught.value))
+    with pytest.raises(ConfigError, match=r"scenario.kv_heads=3 must divide scenario.heads=4") as caught:
+        LAYER.check({**SMALL, "kv_heads": 3})
+    refusals.append(str(caught.value))
+    with pytest.raises(ConfigError, match=r"head_dim=15 must be even") as caught:
+        validate.plan(make_config("scenario=decoder_layer", "preset=S", "device=cpu", "scenario.head_dim=[15]"))
+    refusals.append(str(caught.value))
+    with pytest.raises(ConfigError, match=r"rope_pairing; valid: half, interleaved") as caught:
+        LAYER.check({**SMALL, "rope_pairing": "neox"})
+    refusals.append(str(caught.value))
+    with pytest.raises(ConfigError, match=r"unknown model 'llama9'; valid: .*llama3_8b") as caught:
+        cli.precheck(["model=llama9", "tokens=64", "experiment=model_decoder_layer", "device=cpu"])
+    refusals.append(str(caught.value))
+    assert all("\n" not in line for line in refusals), refusals
+
+
+@pytest.mark.parametrize(
+    ("model", "widths"), [("llama3_8b", (4096, 32, 8, 128, 14336)), ("gpt2", (768, 12, 12, 64, 3072))]
+)
+def test_a_model_sets_the_layers_widths(model: str, widths: tuple) -> None:
+    """Llama's widths as published; GPT-2's as a what-if (a Llama-style layer at its widths, no grouped heads)."""
+    (cfg,) = cli.compose_jobs([f"model={model}", "tokens=64", "experiment=model_decoder_layer", "device=cpu"])
+    (params,) = validate.plan(cfg).cases
+    assert tuple(params[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "intermediate")) == widths
+    assert params["tokens"] == 64 and params["rope_pairing"] == "half"
