@@ -73,9 +73,10 @@ def op_params(params: Params) -> dict[str, Params]:
             "head_dim": d,
             "pairing": params["rope_pairing"],
         },
-        "attention": {
+        "attention": {  # K and V already repeated to every query head (`steps`)
             "batch": 1,
             "heads": heads,
+            "kv_heads": heads,
             "seq_len": t,
             "head_dim": d,
             "causal": True,
