@@ -5,7 +5,8 @@ LLVM's models of Intel's AVX-512 cores (Skylake-X to Emerald Rapids) carry a tun
 under which the loop vectoriser builds ymm code though zmm registers are there: a choice made for mixed code on
 cores whose clocks dropped under 512-bit work. Numba builds for the host's model, so every loop LLVM vectorises
 (the exponentials of softmax, cross-entropy, SwiGLU and the chains' transcendentals; every row loop) ran at half
-the host's width on such a host, while torch.compile's generated C++ used all of it. Cross-entropy's fused
+the host's width on such a host, while torch's CPU kernels, and the C++ torch.compile generates, use its ISA
+(`torch.backends.cpu.get_cpu_capability()`: AVX512 there). Cross-entropy's fused
 row kernel, bound by its exponentials, took 1.4× as long at 256 bits as at 512 on the 2-core Emerald Rapids CI
 host (58 against 42 ms, 2,048 tokens × 50,257 float32 logits, runs alternated, nothing else running).
 The micro-kernels that keep explicit vectors (`on_cpu.vector_width`) were never affected.
