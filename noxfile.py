@@ -51,9 +51,12 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def benchmark(session: nox.Session) -> None:
     """Registry cases as pytest-benchmark benchmarks: `nox -s benchmark -- --fusebench-preset=M
-    --fusebench-overrides="scenario=softmax dtype=float32" --benchmark-autosave` passes arguments to pytest."""
+    --fusebench-overrides="scenario=softmax dtype=float32" --benchmark-autosave` passes arguments to pytest; a
+    benchmark file named among them (`nox -s benchmark -- tests/benchmarks/bench_lce_parts.py`) runs alone."""
     session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'},test]")
-    session.run("pytest", "tests/benchmarks/bench_registry.py", "-p", "no:randomly", *session.posargs)
+    named = any(a.endswith(".py") or "::" in a for a in session.posargs)  # a benchmark file of its own
+    front_door = [] if named else ["tests/benchmarks/bench_registry.py"]
+    session.run("pytest", *front_door, "-p", "no:randomly", *session.posargs)
 
 
 @nox.session(venv_backend="none")
