@@ -79,15 +79,18 @@ def cpu_microarchitecture() -> dict[str, str]:
     return {"microarchitecture": host, "numba_target": host if target in ("", "host") else target}
 
 
+FULL_WIDTH = ",-prefer-256-bit"
+"""How `backends.numba.full_width` ends the feature string it hands Numba (in NUMBA_CPU_FEATURES)."""
+
+
 def numba_vector_width() -> dict[str, str]:
     """{"numba_vector_width": "full" | "llvm"}: whether LLVM's preference for 256-bit vectors on an AVX-512 host
-    was turned off for the Numba CPU kernels (`backends.numba.full_width`); {} where another target was named."""
-    try:
-        from backends.numba.full_width import setting
-    except ImportError:
+    was turned off for the Numba CPU kernels (`backends.numba.full_width`, which says so in NUMBA_CPU_FEATURES);
+    {} where the user named another target or features."""
+    features = os.environ.get("NUMBA_CPU_FEATURES")
+    if os.environ.get("NUMBA_CPU_NAME") or (features and not features.endswith(FULL_WIDTH)):
         return {}
-    width = setting()
-    return {"numba_vector_width": width} if width else {}
+    return {"numba_vector_width": "full" if features else "llvm"}
 
 
 CACHE_INDEX = Path("/sys/devices/system/cpu/cpu0/cache")
