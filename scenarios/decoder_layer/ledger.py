@@ -27,15 +27,15 @@ OpRun = tuple[str, str]
 
 
 def copies(params: Params, s: int) -> list[KernelTraffic]:
-    """The layout copies: q' to heads-major, k' and v to heads-major repeated to every query head (the GQA
-    expansion attention needs until it reads kv_heads itself), attention's output back to token-major."""
+    """The layout copies: q' to heads-major, k' and v to heads-major (their kv_heads heads only: attention is
+    grouped-query, nothing is repeated), attention's output back to token-major."""
     t, heads, kv, d = (params[k] for k in ("tokens", "heads", "kv_heads", "head_dim"))
-    g, one = heads // kv, t * heads * d * s
+    q, k = t * heads * d * s, t * kv * d * s
     return [
-        KernelTraffic("q to heads-major", one, one, 0),
-        KernelTraffic(f"k to heads-major, ×{g} heads", one // g, one, 0),
-        KernelTraffic(f"v to heads-major, ×{g} heads", one // g, one, 0),
-        KernelTraffic("attention output to token-major", one, one, 0),
+        KernelTraffic("q to heads-major", q, q, 0),
+        KernelTraffic("k to heads-major", k, k, 0),
+        KernelTraffic("v to heads-major", k, k, 0),
+        KernelTraffic("attention output to token-major", q, q, 0),
     ]
 
 
@@ -54,7 +54,7 @@ def held_bytes(params: Params, s: int) -> int:
     """Inputs, weights, every activation buffer and the output: all allocated before the layer runs."""
     t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
     inputs = 2 * t * h + 2 * t * (d // 2) + sum(int(np.prod(v)) for v in weight_shapes(params).values())
-    activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 4 * t * heads * d
+    activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 2 * t * (heads + kv) * d
     activations += t * heads * d + t * h + 3 * t * i
     return (inputs + activations + 2 * t * h) * s
 

@@ -2,7 +2,7 @@
 
     h1, y1 = add_rmsnorm(x, residual; norm1)        (x: the previous sublayer's output)
     q, k, v = y1·wq, y1·wk, y1·wv;  q', k' = rope(q, k)
-    o = causal attention(q', k', v) per query head  (k', v repeated to every query head)
+    o = causal attention(q', k', v) per query head  (grouped-query: head h reads K/V head h // (heads/kv_heads))
     h2, y2 = add_rmsnorm(o·wo, h1; norm2)
     down = swiglu(y2·w_gate, y2·w_up)·w_down        output: [h2, down], the next layer's add + RMSNorm inputs
 
@@ -20,10 +20,9 @@ and layout copy a launcher the backend builds. A backend serves the layer by reg
 its GEMM, its copy and its allocator (`backends/numba/on_cpu/decoder_layer.py`); the layer's variants are
 `Unsupported` wherever that backend lacks one of the ops' kernels.
 
-One sequence of `tokens` positions (batch 1) from position 0, causal. The attention family has no grouped-query
-form yet: K and V are repeated to every query head before it (model code's `repeat_interleave`), a copy the ledger
-counts; it goes when attention reads `kv_heads` heads itself. The layouts between ops (rope's token-major output,
-attention's heads-major inputs and output) are copies too, counted likewise.
+One sequence of `tokens` positions (batch 1) from position 0, causal. Attention is the family's grouped-query
+form: it reads the `kv_heads` heads of K and V in place, never repeated to every query head. The layouts between
+ops (rope's token-major output, attention's heads-major inputs and output) are copies, which the ledger counts.
 
 Ledger (`ledger`): the sum of the ops' own ledgers at the layer's shapes, plus the GEMMs as the matmul family
 counts its library kernel, plus the copies. Reference (`reference`): the same chain in float64, each op its
