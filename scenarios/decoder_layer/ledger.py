@@ -6,6 +6,17 @@ add_rmsnorm twice. Each projection is counted as the matmul family counts its `l
 once, C written once, 2·m·n·k FLOPs). The copies (`copies`) read their source once and write their destination
 once. Kernel names carry the op's label ('attention: scores'), so a row's kernels say where each comes from.
 
+The torch rivals are counted with the same GEMMs and copies, each op as the family's variant that runs what the
+rival's code runs (`RIVALS`). Eager: the add then F.rms_norm is add_rmsnorm's `library` (torch's add and
+rms_norm); F.scaled_dot_product_attention with enable_gqa is attention's `library` (q, k, v read once, O written
+once); silu(gate)·up is swiglu's `eager` (silu into a temporary, then the product); the rotation, written as
+Hugging Face writes it (x·cos + rotate_half(x)·sin), is rope's `eager`, whose steps are the same passes (a
+negation and a copy into the rotated tensor, two products, a sum) less the widening of the (T, d/2) tables,
+which are small. Eager's layouts are views where torch's kernels read strides (q, k, v handed to attention
+transposed): its copies are counted as the composed layer's four, an upper bound. Compiled is counted as the
+fused layer (each op its family's fused kernel), as every family counts the compiler's fusion: the least the
+compiler's kernels can move, whatever it fuses across the ops' boundaries on top.
+
 Peak memory: the layer allocates every buffer before it runs, so its inputs, weights, activations and output are
 alive throughout (`held`); on top of them, at the worst op, what that op's variant holds beyond its own inputs
 and outputs: its ledger's peak less its fused ledger's, which in every one of these families is exactly its
@@ -22,6 +33,11 @@ from scenarios.decoder_layer.chain import OPS, VARIANTS, gemms, op_params, op_va
 from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.scenario import Params, get
 
+RIVALS = {
+    "eager": {"add_rmsnorm": "library", "rope": "eager", "attention": "library", "swiglu": "eager"},
+    "compiled": dict.fromkeys(OPS, "fused"),
+}
+"""How the torch rivals (`backends/torch/decoder_layer.py`) are counted, op by op (module docstring)."""
 OpRun = tuple[str, str]
 """(label, family) of one op in the chain."""
 
@@ -77,15 +93,21 @@ def in_order(params: Params, dtype: str) -> list[OpRun | KernelTraffic]:
     ]
 
 
+def picks() -> dict[str, dict[str, str]]:
+    """The family variant each op is counted as, for every variant of the layer: the composed ones as they run
+    (`chain.op_variants`), and the torch rivals as `RIVALS` says."""
+    return {**{variant: op_variants(variant) for variant in VARIANTS}, **RIVALS}
+
+
 def layer_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
-    """Every variant of the layer (`chain.VARIANTS`) as the sum of its parts; see the module docstring."""
+    """Every variant of the layer (`chain.VARIANTS` and the rivals) as the sum of its parts; see the module
+    docstring."""
     shapes, order = op_params(params), in_order(params, dtype)
     families = {f: get(f).ledger(shapes[f], dtype) for f in OPS}
     runs = [item for item in order if not isinstance(item, KernelTraffic)]
     held = held_bytes(params, np.dtype(dtype).itemsize)
     out = {}
-    for variant in VARIANTS:
-        pick = op_variants(variant)
+    for variant, pick in picks().items():
         parts = {family: families[family][pick[family]] for family in OPS}
         kernels: list[KernelTraffic] = []
         for item in order:

@@ -11,7 +11,10 @@ that dwarf it in FLOPs and evict its operands from cache. The fusable ops are th
 `attention` and `swiglu`, each run as the backend registers it, so a family's better kernel makes the layer
 better without an edit here. Variants: `unfused` (every op's unfused kernel), `fused` (every op's fused kernel)
 and `fused_<op>` (that op fused alone, the rest unfused), which attributes the gain op by op. The projections are
-the backend's library GEMM in every variant, so variants differ only in the fusable ops.
+the backend's library GEMM in every variant, so variants differ only in the fusable ops. The rivals are torch's
+(`backends/torch/decoder_layer.py`): `eager`, the layer as model code writes it in torch (F.rms_norm,
+scaled_dot_product_attention with enable_gqa, silu(gate)·up), and `compiled`, that code through torch.compile,
+the compiler's own fusion across every op boundary; the composed `fused` is paired with both.
 
 How it is composed (`chain`, `suite.kit.layer`): the chain is a list of steps on buffers every one of which is
 allocated before the first launch — each op a run of its family's registered kernel (looked up in the registry
@@ -39,7 +42,7 @@ import numpy as np
 
 from scenarios.decoder_layer.chain import INPUTS, VARIANTS, op_params, weight_shapes
 from scenarios.decoder_layer.config import DecoderLayerConfig
-from scenarios.decoder_layer.ledger import held_bytes, layer_ledger
+from scenarios.decoder_layer.ledger import RIVALS, held_bytes, layer_ledger
 from scenarios.decoder_layer.reference import FLOAT64, forward, storage
 from scenarios.rope.decomposition import PAIRINGS
 from scenarios.rope.scenario import tables
@@ -71,10 +74,10 @@ class DecoderLayer(Scenario):
     more than 1e-2 after nine ops; half precision stores every activation in 11 bits, and the attention family's
     own ceiling is higher still."""
     inputs = INPUTS
-    variants = VARIANTS
+    variants = (*VARIANTS, *RIVALS)
     baseline = "unfused"
-    pairs = tuple((v, "unfused") for v in VARIANTS if v != "unfused")
-    rivals = ()
+    pairs = (*((v, "unfused") for v in VARIANTS if v != "unfused"), ("compiled", "eager"))
+    rivals = (("fused", "compiled"), ("fused", "eager"))
     axes = ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "rope_pairing")
     size_axis = "tokens"
     size_unit = "tokens"
