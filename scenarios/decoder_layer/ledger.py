@@ -10,12 +10,13 @@ The torch rivals are counted with the same GEMMs and copies, each op as the fami
 rival's code runs (`RIVALS`). Eager: the add then F.rms_norm is add_rmsnorm's `library` (torch's add and
 rms_norm); F.scaled_dot_product_attention with enable_gqa is attention's `library` (q, k, v read once, O written
 once); silu(gate)·up is swiglu's `eager` (silu into a temporary, then the product); the rotation, written as
-Hugging Face writes it (x·cos + rotate_half(x)·sin), is rope's `eager`, whose steps are the same passes (a
-negation and a copy into the rotated tensor, two products, a sum) less the widening of the (T, d/2) tables,
-which are small. Eager's layouts are views where torch's kernels read strides (q, k, v handed to attention
-transposed): its copies are counted as the composed layer's four, an upper bound. Compiled is counted as the
-fused layer (each op its family's fused kernel), as every family counts the compiler's fusion: the least the
-compiler's kernels can move, whatever it fuses across the ops' boundaries on top.
+Hugging Face writes it (x·cos + rotate_half(x)·sin), is counted as rope's `eager`, the same passes (the rotated
+tensor, two products, a sum) less what model code adds to them: its cat writes the negated half once more, and
+the (T, d/2) tables are widened on every call, so eager's rope moves somewhat more than counted. Eager's layouts
+are counted as the composed layer's four copies: q, k and v reach SDPA as transposed views, which torch may read
+in place or copy inside, and O's transpose back is a copy. Compiled is counted as the fused layer (each op its
+family's fused kernel), as every family counts the compiler's fusion: the least the compiler's kernels need to
+move, whatever it fuses across the ops' boundaries on top (the row adds what its generated code kept).
 
 Peak memory: the layer allocates every buffer before it runs, so its inputs, weights, activations and output are
 alive throughout (`held`); on top of them, at the worst op, what that op's variant holds beyond its own inputs
