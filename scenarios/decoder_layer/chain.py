@@ -10,8 +10,9 @@ Buffers, for one sequence of T tokens (batch 1), H = hidden, nh/nkv query/key he
     n1   (2, T, H)          add_rmsnorm → [h1 = x + residual, y1 = rmsnorm(h1)·norm1]
     q, k, v                 y1 · wq, y1 · wk, y1 · wv: (1, T, nh, d), (1, T, nkv, d), (1, T, nkv, d)
     qk   (1, T, nh+nkv, d)  rope(q, k)
-    qa, ka, va (1, nh, T, d) heads-major copies of q', k', v, K and V repeated to every query head
-    o    (1, nh, T, d)      causal attention
+    qa   (1, nh, T, d)      q' heads-major (a copy)
+    ka, va (1, nkv, T, d)   k' and v heads-major (copies), one per key head: grouped-query attention
+    o    (1, nh, T, d)      causal attention, query head h reading key head h // (nh/nkv)
     ot   (T, nh·d)          o token-major (a copy), · wo → a (T, H)
     out  (2, T, H)          add_rmsnorm(a, h1) → [h2, y2]; y2 · w_gate → gate, y2 · w_up → up (T, I each);
                             swiglu → m (T, I); m · w_down → out[1], over y2, which nothing reads any more
@@ -23,9 +24,9 @@ which of a strided view would silently copy): so Q, K and V are three GEMMs into
 fused QKV GEMM split into strided views, and the layouts between rope's token-major output, attention's
 heads-major inputs and the O projection are explicit copies, counted in the ledger.
 
-K and V are repeated to every query head before attention (as model code's `repeat_interleave` does): the
-attention family has no grouped-query form yet. The copy is counted in the ledger (`ledger.copies`); it goes
-when attention reads nkv heads itself.
+Attention is grouped-query (the attention family's `kv_heads`): it reads the nkv heads of K and V in place,
+each serving nh/nkv query heads, so K and V are never repeated to every query head (model code's
+`repeat_interleave`); their copies only change the layout, nkv·T·d values each.
 """
 
 from __future__ import annotations
@@ -73,10 +74,10 @@ def op_params(params: Params) -> dict[str, Params]:
             "head_dim": d,
             "pairing": params["rope_pairing"],
         },
-        "attention": {  # K and V already repeated to every query head (`steps`)
+        "attention": {
             "batch": 1,
             "heads": heads,
-            "kv_heads": heads,
+            "kv_heads": kv,
             "seq_len": t,
             "head_dim": d,
             "causal": True,
@@ -121,7 +122,7 @@ def weight_shapes(params: Params) -> dict[str, tuple[int, ...]]:
 Gemm = Callable[[Any, Any, Any], Callable[[], None]]
 """gemm(a, w, out) -> a launcher writing a · w into out (2-D arrays; out a contiguous buffer or view of one)."""
 Copy = Callable[[Any, Any], Callable[[], None]]
-"""copy(dst, src) -> a launcher copying src (a strided or broadcast view) into dst (same shape)."""
+"""copy(dst, src) -> a launcher copying src (a strided view) into dst (same shape)."""
 Empty = Callable[[tuple[int, ...], Any], Any]
 """empty(shape, dtype) -> an uninitialised contiguous array on the backend's device."""
 
@@ -129,18 +130,18 @@ Empty = Callable[[tuple[int, ...], Any], Any]
 def steps(inputs: dict[str, Any], out: Any, params: Params, *, gemm: Gemm, copy: Copy, empty: Empty) -> list[Op | Step]:
     """The layer's chain in order on buffers made with `empty` (every one before any launch), the module's table."""
     t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
-    dt, ops, g = out.dtype, op_params(params), heads // kv
+    dt, ops = out.dtype, op_params(params)
     n1 = empty((2, t, h), dt)
     q, k, v = empty((1, t, heads, d), dt), empty((1, t, kv, d), dt), empty((1, t, kv, d), dt)
     qk = empty((1, t, heads + kv, d), dt)
-    qa, ka, va, o = (empty((1, heads, t, d), dt) for _ in range(4))
+    qa, o = empty((1, heads, t, d), dt), empty((1, heads, t, d), dt)
+    ka, va = empty((1, kv, t, d), dt), empty((1, kv, t, d), dt)
     ot, a = empty((t, heads * d), dt), empty((t, h), dt)
     gate, up, m = empty((t, i), dt), empty((t, i), dt), empty((t, i), dt)
 
     def to_heads(dst: Any, src: Any) -> Any:
-        """(1, T, n, d) token-major -> every query head of dst (1, nh, T, d), each of src's n heads g times."""
-        n = src.shape[2]
-        return copy(dst.reshape(n, heads // n, t, d), src[0].transpose(1, 0, 2)[:, None])
+        """(1, T, n, d) token-major -> dst (1, n, T, d) heads-major."""
+        return copy(dst[0], src[0].transpose(1, 0, 2))
 
     def project(name: str, x: Any, w: str, into: Any) -> Step:
         return Step(name, gemm(x, inputs[w], into.reshape(t, -1)))
@@ -159,8 +160,8 @@ def steps(inputs: dict[str, Any], out: Any, params: Params, *, gemm: Gemm, copy:
         project("V projection", n1[1], "wv", v),
         Op("rope", "rope", {"q": q, "k": k, "cos": inputs["cos"], "sin": inputs["sin"]}, qk, ops["rope"]),
         Step("q to heads-major", to_heads(qa, qk[:, :, :heads])),
-        Step(f"k to heads-major, ×{g} heads", to_heads(ka, qk[:, :, heads:])),
-        Step(f"v to heads-major, ×{g} heads", to_heads(va, v)),
+        Step("k to heads-major", to_heads(ka, qk[:, :, heads:])),
+        Step("v to heads-major", to_heads(va, v)),
         Op("attention", "attention", {"q": qa, "k": ka, "v": va}, o, ops["attention"]),
         Step("attention output to token-major", copy(ot.reshape(t, heads, d), o[0].transpose(1, 0, 2))),
         project("O projection", ot, "wo", a),

@@ -6,6 +6,18 @@ add_rmsnorm twice. Each projection is counted as the matmul family counts its `l
 once, C written once, 2·m·n·k FLOPs). The copies (`copies`) read their source once and write their destination
 once. Kernel names carry the op's label ('attention: scores'), so a row's kernels say where each comes from.
 
+The torch rivals are counted with the same GEMMs and copies, each op as the family's variant that runs what the
+rival's code runs (`RIVALS`). Eager: the add then F.rms_norm is add_rmsnorm's `library` (torch's add and
+rms_norm); F.scaled_dot_product_attention with enable_gqa is attention's `library` (q, k, v read once, O written
+once); silu(gate)·up is swiglu's `eager` (silu into a temporary, then the product); the rotation, written as
+Hugging Face writes it (x·cos + rotate_half(x)·sin), is counted as rope's `eager`, the same passes (the rotated
+tensor, two products, a sum) less what model code adds to them: its cat writes the negated half once more, and
+the (T, d/2) tables are widened on every call, so eager's rope moves somewhat more than counted. Eager's layouts
+are counted as the composed layer's four copies: q, k and v reach SDPA as transposed views, which torch may read
+in place or copy inside, and O's transpose back is a copy. Compiled is counted as the fused layer (each op its
+family's fused kernel), as every family counts the compiler's fusion: the least the compiler's kernels need to
+move, whatever it fuses across the ops' boundaries on top (the row adds what its generated code kept).
+
 Peak memory: the layer allocates every buffer before it runs, so its inputs, weights, activations and output are
 alive throughout (`held`); on top of them, at the worst op, what that op's variant holds beyond its own inputs
 and outputs: its ledger's peak less its fused ledger's, which in every one of these families is exactly its
@@ -22,20 +34,25 @@ from scenarios.decoder_layer.chain import OPS, VARIANTS, gemms, op_params, op_va
 from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.scenario import Params, get
 
+RIVALS = {
+    "eager": {"add_rmsnorm": "library", "rope": "eager", "attention": "library", "swiglu": "eager"},
+    "compiled": dict.fromkeys(OPS, "fused"),
+}
+"""How the torch rivals (`backends/torch/decoder_layer.py`) are counted, op by op (module docstring)."""
 OpRun = tuple[str, str]
 """(label, family) of one op in the chain."""
 
 
 def copies(params: Params, s: int) -> list[KernelTraffic]:
-    """The layout copies: q' to heads-major, k' and v to heads-major repeated to every query head (the GQA
-    expansion attention needs until it reads kv_heads itself), attention's output back to token-major."""
+    """The layout copies: q' to heads-major, k' and v to heads-major (their kv_heads heads only: attention is
+    grouped-query, nothing is repeated), attention's output back to token-major."""
     t, heads, kv, d = (params[k] for k in ("tokens", "heads", "kv_heads", "head_dim"))
-    g, one = heads // kv, t * heads * d * s
+    q, k = t * heads * d * s, t * kv * d * s
     return [
-        KernelTraffic("q to heads-major", one, one, 0),
-        KernelTraffic(f"k to heads-major, ×{g} heads", one // g, one, 0),
-        KernelTraffic(f"v to heads-major, ×{g} heads", one // g, one, 0),
-        KernelTraffic("attention output to token-major", one, one, 0),
+        KernelTraffic("q to heads-major", q, q, 0),
+        KernelTraffic("k to heads-major", k, k, 0),
+        KernelTraffic("v to heads-major", k, k, 0),
+        KernelTraffic("attention output to token-major", q, q, 0),
     ]
 
 
@@ -54,7 +71,7 @@ def held_bytes(params: Params, s: int) -> int:
     """Inputs, weights, every activation buffer and the output: all allocated before the layer runs."""
     t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
     inputs = 2 * t * h + 2 * t * (d // 2) + sum(int(np.prod(v)) for v in weight_shapes(params).values())
-    activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 4 * t * heads * d
+    activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 2 * t * (heads + kv) * d
     activations += t * heads * d + t * h + 3 * t * i
     return (inputs + activations + 2 * t * h) * s
 
@@ -77,15 +94,21 @@ def in_order(params: Params, dtype: str) -> list[OpRun | KernelTraffic]:
     ]
 
 
+def picks() -> dict[str, dict[str, str]]:
+    """The family variant each op is counted as, for every variant of the layer: the composed ones as they run
+    (`chain.op_variants`), and the torch rivals as `RIVALS` says."""
+    return {**{variant: op_variants(variant) for variant in VARIANTS}, **RIVALS}
+
+
 def layer_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
-    """Every variant of the layer (`chain.VARIANTS`) as the sum of its parts; see the module docstring."""
+    """Every variant of the layer (`chain.VARIANTS` and the rivals) as the sum of its parts; see the module
+    docstring."""
     shapes, order = op_params(params), in_order(params, dtype)
     families = {f: get(f).ledger(shapes[f], dtype) for f in OPS}
     runs = [item for item in order if not isinstance(item, KernelTraffic)]
     held = held_bytes(params, np.dtype(dtype).itemsize)
     out = {}
-    for variant in VARIANTS:
-        pick = op_variants(variant)
+    for variant, pick in picks().items():
         parts = {family: families[family][pick[family]] for family in OPS}
         kernels: list[KernelTraffic] = []
         for item in order:

@@ -73,8 +73,8 @@ def forward(inputs: dict[str, np.ndarray], params: Params, how: Arithmetic) -> n
     t, heads, d, ops = params["tokens"], params["heads"], params["head_dim"], op_params(params)
 
     def heads_major(x: np.ndarray) -> np.ndarray:
-        """(1, T, n, d) -> (1, heads, T, d), each of the n heads repeated heads/n times (repeat_interleave)."""
-        return np.repeat(x[0].transpose(1, 0, 2), heads // x.shape[2], axis=0)[None]
+        """(1, T, n, d) -> (1, n, T, d); K and V keep their kv_heads heads (the family's reference groups them)."""
+        return x.transpose(0, 2, 1, 3)
 
     h1, y1 = how.add_rmsnorm(
         {"x": inputs["x"], "residual": inputs["residual"], "weight": inputs["norm1"]}, ops["add_rmsnorm"]

@@ -2,7 +2,7 @@
 
     h1, y1 = add_rmsnorm(x, residual; norm1)        (x: the previous sublayer's output)
     q, k, v = y1·wq, y1·wk, y1·wv;  q', k' = rope(q, k)
-    o = causal attention(q', k', v) per query head  (k', v repeated to every query head)
+    o = causal attention(q', k', v) per query head  (grouped-query: head h reads K/V head h // (heads/kv_heads))
     h2, y2 = add_rmsnorm(o·wo, h1; norm2)
     down = swiglu(y2·w_gate, y2·w_up)·w_down        output: [h2, down], the next layer's add + RMSNorm inputs
 
@@ -11,7 +11,10 @@ that dwarf it in FLOPs and evict its operands from cache. The fusable ops are th
 `attention` and `swiglu`, each run as the backend registers it, so a family's better kernel makes the layer
 better without an edit here. Variants: `unfused` (every op's unfused kernel), `fused` (every op's fused kernel)
 and `fused_<op>` (that op fused alone, the rest unfused), which attributes the gain op by op. The projections are
-the backend's library GEMM in every variant, so variants differ only in the fusable ops.
+the backend's library GEMM in every variant, so variants differ only in the fusable ops. The rivals are torch's
+(`backends/torch/decoder_layer.py`): `eager`, the layer as model code writes it in torch (F.rms_norm,
+scaled_dot_product_attention with enable_gqa, silu(gate)·up), and `compiled`, that code through torch.compile,
+the compiler's own fusion across every op boundary; the composed `fused` is paired with both.
 
 How it is composed (`chain`, `suite.kit.layer`): the chain is a list of steps on buffers every one of which is
 allocated before the first launch — each op a run of its family's registered kernel (looked up in the registry
@@ -20,10 +23,9 @@ and layout copy a launcher the backend builds. A backend serves the layer by reg
 its GEMM, its copy and its allocator (`backends/numba/on_cpu/decoder_layer.py`); the layer's variants are
 `Unsupported` wherever that backend lacks one of the ops' kernels.
 
-One sequence of `tokens` positions (batch 1) from position 0, causal. The attention family has no grouped-query
-form yet: K and V are repeated to every query head before it (model code's `repeat_interleave`), a copy the ledger
-counts; it goes when attention reads `kv_heads` heads itself. The layouts between ops (rope's token-major output,
-attention's heads-major inputs and output) are copies too, counted likewise.
+One sequence of `tokens` positions (batch 1) from position 0, causal. Attention is the family's grouped-query
+form: it reads the `kv_heads` heads of K and V in place, never repeated to every query head. The layouts between
+ops (rope's token-major output, attention's heads-major inputs and output) are copies, which the ledger counts.
 
 Ledger (`ledger`): the sum of the ops' own ledgers at the layer's shapes, plus the GEMMs as the matmul family
 counts its library kernel, plus the copies. Reference (`reference`): the same chain in float64, each op its
@@ -40,7 +42,7 @@ import numpy as np
 
 from scenarios.decoder_layer.chain import INPUTS, VARIANTS, op_params, weight_shapes
 from scenarios.decoder_layer.config import DecoderLayerConfig
-from scenarios.decoder_layer.ledger import held_bytes, layer_ledger
+from scenarios.decoder_layer.ledger import RIVALS, held_bytes, layer_ledger
 from scenarios.decoder_layer.reference import FLOAT64, forward, storage
 from scenarios.rope.decomposition import PAIRINGS
 from scenarios.rope.scenario import tables
@@ -72,10 +74,10 @@ class DecoderLayer(Scenario):
     more than 1e-2 after nine ops; half precision stores every activation in 11 bits, and the attention family's
     own ceiling is higher still."""
     inputs = INPUTS
-    variants = VARIANTS
+    variants = (*VARIANTS, *RIVALS)
     baseline = "unfused"
-    pairs = tuple((v, "unfused") for v in VARIANTS if v != "unfused")
-    rivals = ()
+    pairs = (*((v, "unfused") for v in VARIANTS if v != "unfused"), ("compiled", "eager"))
+    rivals = (("fused", "compiled"), ("fused", "eager"))
     axes = ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "rope_pairing")
     size_axis = "tokens"
     size_unit = "tokens"
