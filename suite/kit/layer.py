@@ -11,10 +11,17 @@ and a backend serves the composition as soon as it registers every family the ch
 Each op's launcher is built here, once, while the composition prepares: its compilation and its scratch stay
 outside the timed region, as the registry's protocol asks of any entry. An op's `Launch.notes` and `allocates`
 are gathered under the op's label, so the row says which kernel ran where.
+
+On the CPU, `compose` also times each op and step inside the layer (`StepClock`): the row's `extra.steps_ms`
+says, per label, how long that op or GEMM took between its neighbours, which is what the report splits the
+layer's time by. On a GPU the host's clock around an asynchronous launch reads the enqueue, not the kernel, so
+no step times are recorded there.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +58,40 @@ class Built:
     allocates: dict[str, int] = field(default_factory=dict)
 
 
+STEPS_MS = "steps_ms"
+"""The note holding each op's and step's mean time inside the layer, in ms per launch, by label."""
+
+
+class StepClock:
+    """Each labelled launcher's time inside the composition, as a mean in ms per launch, kept in `into`.
+
+    `perf_counter` around each launcher costs well under a microsecond next to ops of tens of microseconds and
+    more. The first launch is left out (it compiles the JIT kernels and warms the caches: the row's
+    `compile_ms`). A label given twice adds up under one key. The mean rather than the median, so that the labels' times add up to the launch's mean time
+    and their shares of it to one. `into` is filled in place after every launch: the suite copies a launcher's
+    notes after its first launch, and this dict, held by that copy, goes on filling while it is timed."""
+
+    def __init__(self, labels: Sequence[str], into: dict[str, float]) -> None:
+        self.labels = tuple(labels)
+        self.totals = dict.fromkeys(self.labels, 0.0)
+        self.into = into
+        self.launches = -1  # the first launch is not counted
+
+    def run(self, launchers: Sequence[Callable[[], None]]) -> None:
+        spent = []
+        for launcher in launchers:
+            start = time.perf_counter()
+            launcher()
+            spent.append(time.perf_counter() - start)
+        self.launches += 1
+        if self.launches < 1:
+            return
+        for label, seconds in zip(self.labels, spent, strict=True):
+            self.totals[label] += seconds
+        for label, total in self.totals.items():
+            self.into[label] = 1e3 * total / self.launches
+
+
 def compose(
     steps: Sequence[Op | Step],
     variants: Mapping[str, str],
@@ -58,10 +99,15 @@ def compose(
     backend: str,
     device: str,
     opts: Mapping[str, Any],
+    step_times: bool = True,
 ) -> Launch:
     """One `Launch` running `steps` in order, each `Op` as `backend`'s kernel of its family on `device` in the
     variant `variants[family]`. A family the backend does not register in that variant makes the composition
-    `Unsupported` (a skipped row naming it); an op's own refusal is passed on with the op named."""
+    `Unsupported` (a skipped row naming it); an op's own refusal is passed on with the op named.
+
+    With `step_times` and on `device` 'cpu' only, each op's and step's mean time inside the launch is kept in
+    the notes as `steps_ms` (`StepClock`); a CUDA launch returns before its kernel ran, so the host's clock
+    around it would time the enqueue and nothing is recorded there."""
     built = Built()
     for step in steps:
         if isinstance(step, Step):
@@ -80,6 +126,9 @@ def compose(
             built.notes[step.label] = launch.notes
         built.allocates |= {f"{step.label}: {name}": size for name, size in launch.allocates.items()}
     launchers = tuple(built.launchers)
+    if step_times and device == "cpu":
+        clock = StepClock([step.label for step in steps], built.notes.setdefault(STEPS_MS, {}))
+        return Launch(functools.partial(clock.run, launchers), notes=built.notes, allocates=built.allocates)
 
     def run() -> None:
         for launcher in launchers:
