@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from suite.core.registry import REGISTRY, KernelKey, Launch
-from suite.kit.layer import STEPS_MS, Op, Step, compose
+from suite.kit.layer import STEP_ORDER, STEPS_MS, Op, Step, compose
 
 WAITS = {"short": 0.002, "long": 0.006}
 LAUNCHES = 4
@@ -48,7 +48,7 @@ def _chain(monkeypatch: pytest.MonkeyPatch, device: str) -> tuple[Launch, list[f
 def test_each_steps_time_is_kept_by_label_and_they_add_up_to_the_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     launch, spent = _chain(monkeypatch, "cpu")
     times = launch.notes[STEPS_MS]
-    assert list(times) == ["short", "op", "long"]
+    assert list(times) == launch.notes[STEP_ORDER] == ["short", "op", "long"]
     for label, seconds in {**WAITS, "op": 0.003}.items():
         assert seconds * 1e3 <= times[label] < seconds * 1e3 + 20.0, (label, times)  # a busy host may add, never take
     launch_ms = 1e3 * np.mean(spent[1:])  # the first launch is left out of the steps' means, as it compiles
@@ -58,7 +58,7 @@ def test_each_steps_time_is_kept_by_label_and_they_add_up_to_the_launch(monkeypa
 
 def test_a_cuda_chain_records_no_step_times(monkeypatch: pytest.MonkeyPatch) -> None:
     launch, _ = _chain(monkeypatch, "cuda")
-    assert STEPS_MS not in launch.notes
+    assert STEPS_MS not in launch.notes and STEP_ORDER not in launch.notes
 
 
 def test_the_first_launch_is_left_out() -> None:

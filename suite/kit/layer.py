@@ -60,6 +60,8 @@ class Built:
 
 STEPS_MS = "steps_ms"
 """The note holding each op's and step's mean time inside the layer, in ms per launch, by label."""
+STEP_ORDER = "step_order"
+"""The note listing the labels in the chain's order (a row's `extra` is written with its keys sorted)."""
 
 
 class StepClock:
@@ -106,7 +108,7 @@ def compose(
     `Unsupported` (a skipped row naming it); an op's own refusal is passed on with the op named.
 
     With `step_times` and on `device` 'cpu' only, each op's and step's mean time inside the launch is kept in
-    the notes as `steps_ms` (`StepClock`); a CUDA launch returns before its kernel ran, so the host's clock
+    the notes as `steps_ms` (`StepClock`), their labels in order as `step_order`; a CUDA launch returns before its kernel ran, so the host's clock
     around it would time the enqueue and nothing is recorded there."""
     built = Built()
     for step in steps:
@@ -127,7 +129,9 @@ def compose(
         built.allocates |= {f"{step.label}: {name}": size for name, size in launch.allocates.items()}
     launchers = tuple(built.launchers)
     if step_times and device == "cpu":
-        clock = StepClock([step.label for step in steps], built.notes.setdefault(STEPS_MS, {}))
+        labels = [step.label for step in steps]
+        built.notes[STEP_ORDER] = list(dict.fromkeys(labels))
+        clock = StepClock(labels, built.notes.setdefault(STEPS_MS, {}))
         return Launch(functools.partial(clock.run, launchers), notes=built.notes, allocates=built.allocates)
 
     def run() -> None:
