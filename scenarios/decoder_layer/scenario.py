@@ -36,7 +36,10 @@ multiplying them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 
 from scenarios.decoder_layer.chain import INPUTS, VARIANTS, op_params, weight_shapes
 from scenarios.decoder_layer.config import DecoderLayerConfig
@@ -180,6 +183,18 @@ class DecoderLayer(Scenario):
         """Four times the error of the chain in `dtype` storage, within `limits` (module docstring)."""
         own = rel_err(forward(inputs, params, storage(dtype)), ref)
         return self.limits.clip(dtype, 4.0 * own)
+
+    def report_sections(self, rows: pd.DataFrame) -> list[str]:
+        """The layer op by op: speedups, each op's share of the time, the gain the ops predict (`report`)."""
+        from scenarios.decoder_layer.report import layer_section
+
+        return [text for text in [layer_section(rows)] if text]
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        """Each variant's time stacked by op, GEMM and copy (`charts`)."""
+        from scenarios.decoder_layer.charts import steps_chart
+
+        return steps_chart(rows, outdir)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Fewer tokens, as many as keep the widest activation within budget (the widths shape the kernels)."""
