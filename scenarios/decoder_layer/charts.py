@@ -2,7 +2,7 @@
 
 The generic charts give each variant's total time; the layer's question is where that time goes. So each
 variant's bar is stacked from its fusable ops' times (one colour per op family, add_rmsnorm's two runs
-together), then the GEMMs' and the copies' (one segment each), from the means `suite.kit.layer.compose` kept in
+together), then the GEMMs' and the copies' (one segment each), from the medians `suite.kit.layer.compose` kept in
 the row's `extra.steps_ms`. A variant without step times (torch's `eager` and `compiled`, a GPU row) is one grey
 bar of its median time. One panel per case and device (every backend's bars in it), at most MAX_PANELS. Reads tidy rows, never runs
 a kernel.
@@ -80,7 +80,7 @@ def steps_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             ax.invert_yaxis()  # the first variant on top
             first = rows.iloc[0]
             ax.set_title(f"{case_name(first)}, {first['dtype']}, {first['device']}", fontsize=10)
-            ax.set_xlabel("ms per launch (split: mean inside the layer; not split: median)")
+            ax.set_xlabel("ms per launch (each step's median inside the layer, or the whole layer's)")
         handles = [Patch(color=colors[s], label=s) for s in [*SEGMENTS, WHOLE] if s in drawn]
         fig.suptitle("decoder_layer: where each variant's time goes, op by op", fontsize=12)
         fig.tight_layout(rect=(0.0, 0.0, 0.78, 1.0))

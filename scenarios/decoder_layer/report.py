@@ -159,7 +159,7 @@ def case_section(rows: pd.DataFrame, pairs: pd.DataFrame, whole: pd.DataFrame) -
     fused_rows = ok[ok["variant"] == "fused"]
     fused_steps = step_times(fused_rows.iloc[0]) if len(fused_rows) else {}
     if unfused_steps and fused_steps and fused is not None:
-        steps_ms = sum(unfused_steps.values())  # the prediction's ratio in the steps' own means
+        steps_ms = sum(unfused_steps.values())  # the prediction's ratio in the steps' own medians
         pred = predict(unfused_steps, fused_steps, steps_ms, alone_gains(whole, row))
         out += [_verdict_line(pred, fused, steps_ms), _steps_table(unfused_steps, fused_steps)]
     elif not unfused_steps:
@@ -177,7 +177,7 @@ def layer_section(frame: pd.DataFrame) -> str:
     parts = [
         "### The layer, op by op",
         "Per case and implementation: the fused layer's speedup over the unfused one and each op fused alone "
-        "(paired rounds, 95% interval); each op's, GEMM's and copy's mean time inside the layer (host clock "
+        "(paired rounds, 95% interval); each op's, GEMM's and copy's median time inside the layer (host clock "
         "around each, CPU only); and the gain the fusable ops' times predict, Σ (unfused − fused), against the "
         "measured one.",
     ]

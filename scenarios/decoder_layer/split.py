@@ -1,7 +1,7 @@
 """The layer's time split by what ran: each op's and step's time inside the layer, as a row records it, and what
 kind of step each label names (a fusable op, a library GEMM, a layout copy).
 
-`suite.kit.layer.compose` times every launcher of the chain on the CPU and keeps the means in the row's
+`suite.kit.layer.compose` times every launcher of the chain on the CPU and keeps the medians in the row's
 `extra.steps_ms`, by the labels `chain.steps` gives. The report (`report`) and the chart (`charts`) read them
 here, so both split the layer the same way. Reads tidy rows, never runs a kernel.
 """
@@ -34,7 +34,7 @@ def kind(label: str) -> str:
 
 
 def step_times(row: pd.Series | dict[str, Any]) -> dict[str, float]:
-    """A row's `extra.steps_ms` (label → mean ms per launch, in the chain's order as `extra.step_order` keeps
+    """A row's `extra.steps_ms` (label → median ms per launch, in the chain's order as `extra.step_order` keeps
     it); {} where none was recorded
     (a GPU row, a torch variant, a row from before step times)."""
     extra = json_dict(row["extra"])
