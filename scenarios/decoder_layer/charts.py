@@ -2,10 +2,10 @@
 
 The generic charts give each variant's total time; the layer's question is where that time goes. So each
 variant's bar is stacked from its fusable ops' times (one colour per op family, add_rmsnorm's two runs
-together), then the GEMMs' and the copies' (one segment each), from the medians `suite.kit.layer.compose` kept in
-the row's `extra.steps_ms`. A variant without step times (torch's `eager` and `compiled`, a GPU row) is one grey
-bar of its median time. One panel per case and device (every backend's bars in it), at most MAX_PANELS. Reads tidy rows, never runs
-a kernel.
+together), then the GEMMs' and the copies' (one segment each), from the medians `suite.kit.layer.compose` kept
+in the row's `extra.steps_ms`. A variant without step times (torch's `eager` and `compiled`, a GPU row) is one
+grey bar of its median time. One panel per case and device (every backend's bars in it), at most MAX_PANELS.
+Reads tidy rows, never runs a kernel.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ Each op's launcher is built here, once, while the composition prepares: its comp
 outside the timed region, as the registry's protocol asks of any entry. An op's `Launch.notes` and `allocates`
 are gathered under the op's label, so the row says which kernel ran where.
 
-On the CPU, `compose` also times each op and step inside the layer (`StepClock`, a median per launch): the row's `extra.steps_ms`
-says, per label, how long that op or GEMM took between its neighbours, which is what the report splits the
-layer's time by. On a GPU the host's clock around an asynchronous launch reads the enqueue, not the kernel, so
+On the CPU, `compose` also times each op and step inside the layer (`StepClock`, a median per launch): the
+row's `extra.steps_ms` says, per label, how long that op or GEMM took between its neighbours, which is what
+the report splits the layer's time by. On a GPU the host's clock around an asynchronous launch reads the enqueue, not the kernel, so
 no step times are recorded there.
 """
 
@@ -123,8 +123,8 @@ def compose(
     `Unsupported` (a skipped row naming it); an op's own refusal is passed on with the op named.
 
     With `step_times` and on `device` 'cpu' only, each op's and step's median time inside the launch is kept in
-    the notes as `steps_ms` (`StepClock`), their labels in order as `step_order`; a CUDA launch returns before its kernel ran, so the host's clock
-    around it would time the enqueue and nothing is recorded there."""
+    the notes as `steps_ms` (`StepClock`), their labels in order as `step_order`; a CUDA launch returns before
+    its kernel ran, so the host's clock around it would time the enqueue and nothing is recorded there."""
     built = Built()
     for step in steps:
         if isinstance(step, Step):
