@@ -14,8 +14,8 @@ are gathered under the op's label, so the row says which kernel ran where.
 
 On the CPU, `compose` also times each op and step inside the layer (`StepClock`, a median per launch): the
 row's `extra.steps_ms` says, per label, how long that op or GEMM took between its neighbours, which is what
-the report splits the layer's time by. On a GPU the host's clock around an asynchronous launch reads the enqueue, not the kernel, so
-no step times are recorded there.
+the report splits the layer's time by. On a GPU the host's clock around an asynchronous launch reads the
+enqueue, not the kernel, so no step times are recorded there.
 """
 
 from __future__ import annotations
