@@ -115,6 +115,12 @@ def test_a_prediction_within_the_interval_says_so() -> None:
     assert "falls within the interval" in text and "moved most" not in text
 
 
+def test_a_gap_no_step_explains_is_said_to_be_none_of_theirs() -> None:
+    """Measured 1.10–1.20×, predicted 1.25×: only the O projection moved besides the ops, and it gained."""
+    text = layer_section(tidy(pd.DataFrame(_layer((1.10, 1.20)))))
+    assert "the prediction is 0.05× above the interval; no step's time inside the layer moved against it" in text
+
+
 def test_the_ops_timed_alone_predict_where_the_results_hold_them() -> None:
     """Alone, attention saves 3 ms, not the 1 ms it saves inside the layer: 6 ms of 20 predicts 1.43×, and
     attention is what moved against it."""

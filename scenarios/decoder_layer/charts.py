@@ -80,7 +80,8 @@ def steps_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
             ax.invert_yaxis()  # the first variant on top
             first = rows.iloc[0]
             ax.set_title(f"{case_name(first)}, {first['dtype']}, {first['device']}", fontsize=10)
-            ax.set_xlabel("ms per launch (each step's median inside the layer, or the whole layer's)")
+            whole = ", or the whole layer's" if WHOLE in bars and (bars[WHOLE] > 0).any() else ""
+            ax.set_xlabel(f"ms per launch (each step's median inside the layer{whole})")
         handles = [Patch(color=colors[s], label=s) for s in [*SEGMENTS, WHOLE] if s in drawn]
         fig.suptitle("decoder_layer: where each variant's time goes, op by op", fontsize=12)
         fig.tight_layout(rect=(0.0, 0.0, 0.78, 1.0))

@@ -30,13 +30,20 @@ CASE = ["params", "dtype", "impl"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """The gain the ops' times predict, beside the measured one; `worst` the step that moved most against it."""
+    """The gain the ops' times predict; `residuals`: each step's gain inside the layer less its predicted gain
+    (a GEMM's or a copy's predicted gain is none), what the prediction missed step by step."""
 
     source: str
     gain_ms: float
     speedup: float
-    worst: str
-    worst_ms: float
+    residuals: dict[str, float]
+
+    def against(self, above: bool) -> tuple[str, float] | None:
+        """The step that moved most against the prediction: where it predicted more than was measured, the one
+        that lost most gain; where less, the one that gained most beyond it; None where no step did."""
+        sign = -1.0 if above else 1.0
+        label = max(self.residuals, key=lambda k: sign * self.residuals[k], default=None)
+        return (label, self.residuals[label]) if label is not None and sign * self.residuals[label] > 0 else None
 
 
 def alone_gains(data: pd.DataFrame, layer: pd.Series) -> dict[str, float] | None:
@@ -61,17 +68,16 @@ def alone_gains(data: pd.DataFrame, layer: pd.Series) -> dict[str, float] | None
 
 def predict(unfused: dict[str, float], fused: dict[str, float], base_ms: float, alone: dict | None) -> Prediction:
     """The layer's gain the ops predict: Σ over the ops of their unfused − fused time (from `alone`, per family,
-    where given, else inside the layers), as a speedup of the unfused layer's `base_ms`; the label whose
-    in-layer gain departs most from its predicted one (a GEMM or copy's predicted gain is none)."""
+    where given, else inside the layers), as a speedup of the unfused layer's `base_ms`."""
     moved, predicted = {}, {}
     for label in unfused:
         moved[label] = unfused[label] - fused.get(label, 0.0)
         op = family(label)
         predicted[label] = (alone[op] if alone is not None else moved[label]) if op else 0.0
     gain = sum(predicted.values())
-    worst = max(moved, key=lambda label: abs(moved[label] - predicted[label]))
     source = ALONE if alone is not None else IN_LAYER
-    return Prediction(source, gain, base_ms / (base_ms - gain), worst, moved[worst] - predicted[worst])
+    residuals = {label: moved[label] - predicted[label] for label in moved}
+    return Prediction(source, gain, base_ms / (base_ms - gain), residuals)
 
 
 def _x(value: float, lo: float, hi: float) -> str:
@@ -110,11 +116,18 @@ def _verdict_line(pred: Prediction, fused: pd.Series, base_ms: float) -> str:
     said += f"; measured {_x(fused['speedup'], fused['speedup_lo'], fused['speedup_hi'])} ({measured_ms:.3g} ms)"
     if fused["speedup_lo"] <= pred.speedup <= fused["speedup_hi"]:
         return said + ": the prediction falls within the interval."
-    edge = fused["speedup_hi"] if pred.speedup > fused["speedup_hi"] else fused["speedup_lo"]
-    side = "above" if pred.speedup > edge else "below"
+    above = pred.speedup > fused["speedup_hi"]
+    edge = fused["speedup_hi"] if above else fused["speedup_lo"]
+    said += f": the prediction is {abs(pred.speedup - edge):.2f}× {'above' if above else 'below'} the interval"
+    found = pred.against(above)
+    if found is None:
+        return said + (
+            "; no step's time inside the layer moved against it (the gap lies between the median of whole "
+            "launches and the sum of each step's median)."
+        )
     return (
-        said + f": the prediction is {abs(pred.speedup - edge):.2f}× {side} the interval; the step whose time "
-        f"inside the layer moved most against it: {pred.worst} ({pred.worst_ms:+.3g} ms a launch)."
+        said
+        + f"; the step whose time inside the layer moved most against it: {found[0]} ({found[1]:+.3g} ms a launch)."
     )
 
 
