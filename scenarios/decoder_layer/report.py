@@ -118,7 +118,9 @@ def _verdict_line(pred: Prediction, fused: pd.Series, base_ms: float) -> str:
         return said + ": the prediction falls within the interval."
     above = pred.speedup > fused["speedup_hi"]
     edge = fused["speedup_hi"] if above else fused["speedup_lo"]
+    gap = pred.gain_ms - measured_ms
     said += f": the prediction is {abs(pred.speedup - edge):.2f}× {'above' if above else 'below'} the interval"
+    said += f" ({abs(gap):.3g} ms a launch {'more' if gap > 0 else 'less'} gain than measured)"
     found = pred.against(above)
     if found is None:
         return said + (
