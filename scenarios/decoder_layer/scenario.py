@@ -74,6 +74,9 @@ class DecoderLayer(Scenario):
     """Floor: the chain's depth times the usual floor (module docstring). Ceiling: float32 storage cannot excuse
     more than 1e-2 after nine ops; half precision stores every activation in 11 bits, and the attention family's
     own ceiling is higher still."""
+    captions = {
+        "steps": "Each variant's time per launch, stacked by op, GEMM and copy (each step's median inside the layer)"
+    }
     inputs = INPUTS
     variants = VARIANTS
     baseline = "unfused"
