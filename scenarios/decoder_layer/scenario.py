@@ -38,7 +38,10 @@ multiplying them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 
 from scenarios.decoder_layer.chain import INPUTS, VARIANTS, op_params, weight_shapes
 from scenarios.decoder_layer.config import DecoderLayerConfig
@@ -73,6 +76,9 @@ class DecoderLayer(Scenario):
     """Floor: the chain's depth times the usual floor (module docstring). Ceiling: float32 storage cannot excuse
     more than 1e-2 after nine ops; half precision stores every activation in 11 bits, and the attention family's
     own ceiling is higher still."""
+    captions = {
+        "steps": "Each variant's time per launch, stacked by op, GEMM and copy (each step's median inside the layer)"
+    }
     inputs = INPUTS
     variants = (*VARIANTS, *RIVALS)
     baseline = "unfused"
@@ -182,6 +188,18 @@ class DecoderLayer(Scenario):
         """Four times the error of the chain in `dtype` storage, within `limits` (module docstring)."""
         own = rel_err(forward(inputs, params, storage(dtype)), ref)
         return self.limits.clip(dtype, 4.0 * own)
+
+    def report_sections(self, rows: pd.DataFrame) -> list[str]:
+        """The layer op by op: speedups, each op's share of the time, the gain the ops predict (`report`)."""
+        from scenarios.decoder_layer.report import layer_section
+
+        return [text for text in [layer_section(rows)] if text]
+
+    def charts(self, rows: pd.DataFrame, outdir: Path) -> list[Path]:
+        """Each variant's time stacked by op, GEMM and copy (`charts`)."""
+        from scenarios.decoder_layer.charts import steps_chart
+
+        return steps_chart(rows, outdir)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
         """Fewer tokens, as many as keep the widest activation within budget (the widths shape the kernels)."""
