@@ -129,9 +129,11 @@ class Attention(Scenario):
     model_tour = "model_attention"
     gpu_check = "gpu_attention"
     summary = {"seq_len": 4096, "head_dim": 128, "causal": True}
-    limits = Tolerance(per_dtype(1e-4, 2e-3), ceiling=4.0)
+    limits = Tolerance(per_dtype(2.5e-4, 2e-3), ceiling=4.0)
     """Floor: float32 kernels that order their sums differently (torch's, tiled ones) land within a few 1e-5 of
-    each other on small cases, where a maximum over few elements is a noisy measure. Ceiling, every dtype: an
+    each other on small cases, where a maximum over few elements is a noisy measure, and the Numba CUDA simulator's
+    float32 (its own exponential and order of sums) reached 1.2e-4 on the default sweep's case of seq_len 512 as
+    the simulator runs it (shrunk), where four times NumPy's own error came to 1.1e-4. Ceiling, every dtype: an
     error of 4× the smallest judged magnitude (suite.core.numerics' floor) still tells a correct output from a
     wrong mask, scale or tile, which are off by orders of magnitude more."""
     presets = {
