@@ -63,7 +63,7 @@ def test_no_kernel_is_left_to_the_driver_jit_compiling_newer_ptx(driver: str, to
     assert line.endswith(f"driver CUDA {driver}") and line.count("numba-cuda") == 1
 
 
-IN_TREE = sorted(n for n in scenario.discover() if n not in scenario.plug_ins())
+IN_TREE = sorted(n for n in scenario.discover() if n not in scenario.plug_ins() and n not in jobs.sitting_out())
 GPU_TESTS = [f"{plan.AWKWARD_TEST}{f}]" for f in IN_TREE]
 GPU_TESTS += [f"tests/test_gpu_launch_limits.py::test_light_{i}" for i in range(12)]
 """The shape of the default check's gpu tests: one per family that sweeps it, twelve that measure one thing."""
@@ -181,3 +181,16 @@ def test_the_bundle_is_named_for_its_gpu_and_time() -> None:
     assert bundle_name("NVIDIA H200", when) == "h200_2026-12-05_14-02-11"
     assert bundle_name("NVIDIA H100 80GB HBM3", when) == "h100_80gb_hbm3_2026-12-05_14-02-11"
     assert bundle_name("", when) == "gpu_check_2026-12-05_14-02-11"
+
+
+def test_a_family_with_only_rivals_on_cuda_sits_out_said_in_one_line() -> None:
+    """decoder_layer registers torch's eager and compiled on CUDA, no composition of the suite's own yet: the check
+    has nothing of the suite's to measure there, leaves it out and says why; every family with a kernel of its
+    own stays in."""
+    out = jobs.sitting_out()
+    assert "decoder_layer" in out and "attention" not in out and "matmul" not in out
+    the_plan = plan.make(quick=True, tests=GPU_TESTS[:1])
+    assert "decoder_layer" not in the_plan.families
+    assert any(
+        line.startswith("left out  decoder_layer: no CUDA kernel of the suite's own") for line in the_plan.dropped
+    )

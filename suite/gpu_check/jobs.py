@@ -89,10 +89,28 @@ def base_overrides(name: str, scn: Any, quick: bool) -> tuple[tuple[str, ...], t
     return (f"scenario={name}", f"preset={'S' if quick else 'M'}", "device.targets=[cuda]"), dtypes
 
 
+RIVAL_VARIANTS = frozenset({"eager", "compiled", "library"})
+"""What a user could pick instead of the suite's kernels (torch's, the compiler's, a library's, Liger's)."""
+
+
+def sitting_out() -> dict[str, str]:
+    """Families the check leaves out, each with its reason: those whose CUDA kernels are all rivals (a composed
+    family's, until its backends compose on the GPU), since the check measures the suite's kernels against their
+    rivals. A family with no CUDA kernel at all (a CPU plug-in) still joins: its rows say what is missing."""
+    from suite.core import registry
+
+    cuda = list(registry.discover().keys(device="cuda"))
+    ours = {key.scenario for key in cuda if key.variant not in RIVAL_VARIANTS}
+    rivals_only = {key.scenario for key in cuda} - ours
+    return {name: "no CUDA kernel of the suite's own registered (only its rivals)" for name in sorted(rivals_only)}
+
+
 def family_jobs(quick: bool, measured: set[str] | frozenset[str] = frozenset()) -> list[FamilyJob]:
-    """Every registered family in every phase it registers; those not in `measured` first (by name within each
-    group), each family's phases together. --quick narrows every job to its summary case, in its summary dtype."""
-    found = scenarios.discover()
+    """Every registered family in every phase it registers, but those `sitting_out`; those not in `measured` first
+    (by name within each group), each family's phases together. --quick narrows every job to its summary case, in
+    its summary dtype."""
+    out = sitting_out()
+    found = {name: scn for name, scn in scenarios.discover().items() if name not in out}
     names = sorted(found, key=lambda name: (name in measured, name))
     jobs = []
     for name in names:

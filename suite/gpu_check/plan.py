@@ -20,7 +20,7 @@ from pathlib import Path
 from suite.core.phases import FORWARD, TRAIN
 from suite.gpu_check import estimate, fit
 from suite.gpu_check.estimate import Estimate
-from suite.gpu_check.jobs import CHECK_TIMING, FamilyJob, family_jobs, measured_families
+from suite.gpu_check.jobs import CHECK_TIMING, FamilyJob, family_jobs, measured_families, sitting_out
 
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["CHECK_TIMING", "Plan", "Step", "make"]
@@ -226,6 +226,7 @@ def make(quick: bool, tests: list[str] | None = None) -> Plan:
         f"dropped   gpu test {node}: so that every family's {' and '.join(phases_kept)} fits (≈ {FAMILY_TEST_S:.0f} s)"
         for node in left_out
     ]
+    plan.dropped += [f"left out  {name}: {why}" for name, why in sorted(sitting_out().items())]
     rare = f", torch.compile at each summary case only ({plan.rare_skipped} rows skipped)" if plan.rare_skipped else ""
     plan.steps = [
         Step(
