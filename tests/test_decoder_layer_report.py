@@ -169,3 +169,12 @@ def test_the_chart_stacks_each_variant_and_its_text_does_not_overlap(tmp_path: P
 def test_no_timed_layer_row_draws_nothing(tmp_path: Path) -> None:
     rows = tidy(pd.DataFrame([_row("decoder_layer", "fused", PARAMS, float("nan"))]))
     assert steps_chart(rows, tmp_path) == [] and layer_section(rows) == ""
+
+
+def test_the_report_hands_the_layer_its_ops_rows_from_the_same_run(tmp_path: Path) -> None:
+    """A run holding the layer and its ops timed alone (the model tour's): the layer's section of report.md
+    predicts from the ops' own rows, which only reach it through the report's hand-off."""
+    from suite.report.report import sections
+
+    text = "\n\n".join(sections(pd.DataFrame(_layer((1.28, 1.30)) + _alone(3.0)), [], tmp_path))
+    assert "Predicted from the ops' times timed alone: 1.43×" in text

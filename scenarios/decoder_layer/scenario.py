@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scenarios.decoder_layer.chain import INPUTS, VARIANTS, op_params, weight_shapes
+from scenarios.decoder_layer.chain import INPUTS, OPS, VARIANTS, op_params, weight_shapes
 from scenarios.decoder_layer.config import DecoderLayerConfig
 from scenarios.decoder_layer.ledger import RIVALS, held_bytes, layer_ledger
 from scenarios.decoder_layer.reference import FLOAT64, forward, storage
@@ -67,6 +67,9 @@ class DecoderLayer(Scenario):
     name = "decoder_layer"
     config = DecoderLayerConfig
     model_tour = "model_decoder_layer"
+    composes = OPS
+    """The report's prediction reads these families' rows at the layer's shapes where the run has them (the model
+    tour times each op alone beside the layer)."""
     summary = {"tokens": 1024, "rope_pairing": "half"}
     """The M preset's longer sequence in Llama's pairing: the case the GPU check keeps when its budget is short."""
     limits = Tolerance(

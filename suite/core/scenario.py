@@ -98,6 +98,9 @@ class Scenario:
     check builds torch.compile there only, runs the backward and train phases there, and keeps it when its budget
     drops the other sizes. Empty: the largest case of the sweep."""
     captions: ClassVar[dict[str, str]] = {}
+    composes: ClassVar[tuple[str, ...]] = ()
+    """The families a composed scenario runs (a decoder layer's ops). Its `report_sections` are handed their rows
+    of the run too, beside its own: the ops timed alone at the same shapes are what its prediction reads."""
     """Captions of the family's own charts in the report, by kind (the file name without `_<name>.png`); a chart
     not named here is captioned with its kind in words."""
 
@@ -182,7 +185,8 @@ class Scenario:
         return []
 
     def report_sections(self, rows: pd.DataFrame) -> list[str]:
-        """Markdown sections of the family's own, placed after the charts in its part of the report."""
+        """Markdown sections of the family's own, placed after the charts in its part of the report. `rows` are
+        the family's, and those of the families it `composes` where the run has any."""
         return []
 
 

@@ -78,7 +78,7 @@ def sections(frame: pd.DataFrame | Tidied, charts: list[Path], outdir: Path) -> 
     parts += [text for text in [unregistered.line(left_out), header] if text]
     parts += [*flagged(data), *drifted(data), *achieved(data)]
     for scenario, rows in data.groupby("scenario"):
-        parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir))
+        parts.append(_scenario(rows, pairs[pairs["scenario"] == scenario], charts, outdir, data))
     parts.append(_not_ok(data))
     return parts
 
@@ -148,7 +148,7 @@ def _devices(data: pd.DataFrame) -> str:
     return table(head, rows)
 
 
-def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdir: Path) -> str:
+def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdir: Path, data: pd.DataFrame) -> str:
     name = rows["scenario"].iloc[0]
     axis = rows["size_axis"].iloc[0]
     scn = lookup(name)
@@ -161,7 +161,7 @@ def _scenario(rows: pd.DataFrame, pairs: pd.DataFrame, charts: list[Path], outdi
     parts += [text for text in [memory.section(rows)] if text]
     parts += [text for text in [saved.section(rows)] if text]
     parts += ["### Charts", *_chart_links(name, scn.captions, charts, outdir)]
-    parts += scn.report_sections(rows)
+    parts += scn.report_sections(data[data["scenario"].isin({name, *scn.composes})] if scn.composes else rows)
     parts += ["### Timings", details(f"All {len(rows)} rows", tables.summary_table(rows, axis))]
     parts += [text for text in [boundary.above_ceiling(rows)] if text]
     parts += ["### Traffic ledger", tables.ledger_table(rows, axis)]
