@@ -96,6 +96,16 @@ def test_the_line_gives_the_speedup_and_the_shares_of_the_unfused_layer() -> Non
     assert "numba/cpu: fused 1.29× [1.28–1.30] over unfused; the fusable ops were 50% of the unfused layer's" in text
     assert "the GEMMs 40%, the copies 10%." in text
     assert "| fused_rope | 1.02× [1.01–1.03] | pays |" in text
+    assert "peak" not in next(line for line in text.split("\n") if line.startswith("- **"))  # no row had one
+
+
+def test_the_line_gives_the_layers_peak_measured_where_both_were_else_modeled() -> None:
+    rows = _layer((1.28, 1.30))
+    for row, measured, modeled in zip(rows[:2], (100, 80), (96, 64), strict=True):
+        row["peak_bytes"], row["peak_bytes_modeled"] = measured * 2**20, modeled * 2**20
+    assert "the copies 10%; peak 100 → 80 MiB (measured)." in layer_section(tidy(pd.DataFrame(rows)))
+    rows[1]["peak_bytes"] = float("nan")  # the fused layer's not measured: both modeled
+    assert "; peak 96 → 64 MiB (modeled)." in layer_section(tidy(pd.DataFrame(rows)))
 
 
 def test_the_prediction_from_the_ops_inside_the_layer_names_the_gemm_that_moved() -> None:

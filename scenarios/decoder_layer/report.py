@@ -93,9 +93,20 @@ def case_name(row: pd.Series) -> str:
     return f"layer ({case}), {params['tokens']} tokens"
 
 
-def quotable(row: pd.Series, fused: pd.Series | None, split: dict[str, float]) -> str:
+def peaks(rows: pd.DataFrame) -> tuple[float, float, str] | None:
+    """The unfused and the fused layer's peak memory in MiB, measured where both rows were, else modeled, and
+    which; None where either lacks it."""
+    by = {v: rows[rows["variant"] == v] for v in ("unfused", "fused")}
+    for column, how in (("peak_bytes", "measured"), ("peak_bytes_modeled", "modeled")):
+        found = [by[v][column].dropna().median() if column in by[v] else float("nan") for v in by]
+        if all(pd.notna(found)):
+            return found[0] / 2**20, found[1] / 2**20, how
+    return None
+
+
+def quotable(row: pd.Series, fused: pd.Series | None, split: dict[str, float], peak: tuple | None = None) -> str:
     """'llama3_8b layer, 256 tokens, float32, numba/cpu: fused 1.12× [1.08–1.15] over unfused; the fusable ops
-    were 18% of the unfused layer's time, the GEMMs 79%.'"""
+    were 18% of the unfused layer's time, the GEMMs 79%, the copies 3%; peak 1,210 → 1,150 MiB (measured).'"""
     head = f"{case_name(row)}, {row['dtype']}, {row['impl']}: "
     if fused is None:
         head += "the fused layer was not timed"
@@ -106,6 +117,8 @@ def quotable(row: pd.Series, fused: pd.Series | None, split: dict[str, float]) -
             f"; the fusable ops were {split[OP]:.0%} of the unfused layer's time, the GEMMs {split[GEMM]:.0%}, "
             f"the copies {split[COPY]:.0%}"
         )
+    if peak is not None:
+        head += f"; peak {peak[0]:,.0f} → {peak[1]:,.0f} MiB ({peak[2]})"
     return head + "."
 
 
@@ -161,7 +174,7 @@ def case_section(rows: pd.DataFrame, pairs: pd.DataFrame, whole: pd.DataFrame) -
     found = mine[mine["variant"] == "fused"]
     fused = found.iloc[0] if len(found) else None
     unfused_steps = step_times(row)
-    out = [f"- **{quotable(row, fused, shares(unfused_steps))}**"]
+    out = [f"- **{quotable(row, fused, shares(unfused_steps), peaks(ok))}**"]
     gains = [
         [r.variant, _x(r.speedup, r.speedup_lo, r.speedup_hi), r.verdict]
         for r in mine.sort_values("variant").itertuples()
