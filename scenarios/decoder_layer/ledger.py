@@ -38,6 +38,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from scenarios.cross_entropy.blocked import BLOCK_BYTES
 from scenarios.cross_entropy.constants import TARGET_BYTES
 from scenarios.decoder_layer.chain import (
     HEAD,
@@ -100,6 +101,17 @@ def held_bytes(params: Params, s: int) -> int:
     shapes = head_shapes(params)
     inputs += int(np.prod(shapes["norm_f"])) + int(np.prod(shapes["w_lm"]))
     return (inputs + activations + 4 * t * h + 1) * s + t * TARGET_BYTES
+
+
+def host_bytes(params: Params) -> int:
+    """What a case holds on the host, for the memory guard: float32 buffers, the float64 reference's activations
+    and one head slab of its attention scores; with the LM head, the unfused head's logits (tokens × vocab,
+    float32), the float64 final norm's and hidden states, and the reference's blocks of logits."""
+    t, h, i, hd = params["tokens"], params["hidden"], params["intermediate"], params["heads"] * params["head_dim"]
+    need = held_bytes(params, 4) + 8 * (4 * t * h + 3 * t * i + 4 * t * hd)
+    if head(params):
+        need += 4 * t * params["vocab"] + 8 * 3 * t * h + 4 * BLOCK_BYTES
+    return need
 
 
 def head_io(params: Params, s: int) -> int:

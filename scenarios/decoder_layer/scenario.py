@@ -55,7 +55,6 @@ import numpy as np
 import pandas as pd
 
 from scenarios.cross_entropy import make_targets
-from scenarios.cross_entropy.blocked import BLOCK_BYTES
 from scenarios.decoder_layer.chain import (
     HEAD,
     HEAD_INPUTS,
@@ -68,7 +67,7 @@ from scenarios.decoder_layer.chain import (
     weight_shapes,
 )
 from scenarios.decoder_layer.config import DecoderLayerConfig
-from scenarios.decoder_layer.ledger import RIVALS, held_bytes, layer_ledger
+from scenarios.decoder_layer.ledger import RIVALS, host_bytes, layer_ledger
 from scenarios.decoder_layer.reference import FLOAT64, forward, run, storage
 from scenarios.rope.decomposition import PAIRINGS
 from scenarios.rope.scenario import tables
@@ -206,20 +205,9 @@ class DecoderLayer(Scenario):
             raise ConfigError(f"scenario.lm_head={params['lm_head']!r} must be true or false")
         if head(params) and (not isinstance(v := params["vocab"], int) or isinstance(v, bool) or v < 1):
             raise ConfigError(f"scenario.vocab={v!r} must be a positive integer")
-        guard(self.host_bytes(params), self.what(params))
+        guard(host_bytes(params), self.what(params))
         for family, p in op_params(params).items():
             get(family).check(p)
-
-    @staticmethod
-    def host_bytes(params: Params) -> int:
-        """float32 buffers, the float64 reference's activations and one head slab of its attention scores; with
-        the LM head, the unfused head's logits (tokens × vocab, float32), the float64 final norm's and hidden
-        states, and the reference's blocks of logits."""
-        t, h, i, hd = params["tokens"], params["hidden"], params["intermediate"], params["heads"] * params["head_dim"]
-        need = held_bytes(params, 4) + 8 * (4 * t * h + 3 * t * i + 4 * t * hd)
-        if head(params):
-            need += 4 * t * params["vocab"] + 8 * 3 * t * h + 4 * BLOCK_BYTES
-        return need
 
     @staticmethod
     def what(params: Params) -> str:
