@@ -176,6 +176,40 @@ def test_the_chart_stacks_each_variant_and_its_text_does_not_overlap(tmp_path: P
     plt.close(figure)
 
 
+HEADED = {**PARAMS, "lm_head": True, "vocab": 781}
+HEAD_UNFUSED = {"add_rmsnorm (final)": 2.0, "linear_cross_entropy (LM head)": 6.0}  # 28 ms in all
+HEAD_FUSED = {"add_rmsnorm (final)": 1.0, "linear_cross_entropy (LM head)": 7.0}  # the chunks cost 1 ms
+ALONE_GAINS = {"add_rmsnorm": 1.0, "rope": 0.5, "attention": 1.0, "swiglu": 0.5, "linear_cross_entropy": -3.0}
+
+
+def test_the_head_is_its_familys_op_in_the_split_the_prediction_and_the_chart(tmp_path: Path, saved: dict) -> None:
+    """With the head, linear_cross_entropy is a fusable op: in the shares (18 ms of 28), in the prediction from
+    its own rows (alone its fused kernel loses 3 ms, inside the layer 1 ms: Σ 2 ms, 1.08×, it the step that moved
+    against it), and a segment of its own in the chart. Without its rows, the layer's own times predict."""
+    unfused = {**UNFUSED_OPS, **GEMMS, **COPIES, **HEAD_UNFUSED}
+    fused = {**FUSED_OPS, **GEMMS, **COPIES, **HEAD_FUSED}
+    layer = [
+        _row("decoder_layer", "unfused", HEADED, 28.0, steps=unfused),
+        _row("decoder_layer", "fused", HEADED, 24.0, steps=fused, speedup=28 / 24, speedup_lo=1.16, speedup_hi=1.18),
+    ]
+    alone = []
+    for name, params in op_params(HEADED).items():
+        alone += [_row(name, "unfused", params, 9.0), _row(name, "fused", params, 9.0 - ALONE_GAINS[name])]
+    text = layer_section(tidy(pd.DataFrame(layer + alone)))
+    assert "lm_head=True, vocab=781), 33 tokens, float32, numba/cpu: fused 1.17× [1.16–1.18]" in text
+    assert "the fusable ops were 64% of the unfused layer's time, the GEMMs 29%, the copies 7%." in text
+    assert "Predicted from the ops' times timed alone: 1.08× (2 ms a launch)" in text
+    assert "against it: linear_cross_entropy (LM head) (+2 ms a launch)" in text
+    assert "| linear_cross_entropy (LM head) | fusable op | 6 | 7 | -1 |" in text
+    without = [r for r in alone if r["scenario"] != "linear_cross_entropy"]
+    assert "inside the layers: 1.17× (4 ms a launch)" in layer_section(tidy(pd.DataFrame(layer + without)))
+    steps_chart(tidy(pd.DataFrame(layer)), tmp_path)
+    figure = saved["steps_decoder_layer.png"]
+    labels = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert labels == ["add_rmsnorm", "rope", "attention", "swiglu", "linear_cross_entropy", "GEMM", "copy"]
+    plt.close(figure)
+
+
 def test_no_timed_layer_row_draws_nothing(tmp_path: Path) -> None:
     rows = tidy(pd.DataFrame([_row("decoder_layer", "fused", PARAMS, float("nan"))]))
     assert steps_chart(rows, tmp_path) == [] and layer_section(rows) == ""

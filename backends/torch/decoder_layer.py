@@ -10,8 +10,12 @@ written once as torch ops, Llama's way (Hugging Face's `LlamaDecoderLayer`, pre-
     a = o transposed back to (T, heads·d) @ wo;  h2 = a + h1;  y2 = rms_norm(h2)·norm2
     down = (silu(y2 @ w_gate) · (y2 @ w_up)) @ w_down
 
+and with the model's head (`lm_head`), as a causal LM's forward pass ends it:
+
+    y3 = rms_norm(down + h2)·norm_f;  loss = F.cross_entropy(y3 @ w_lm, targets)   (every token's logits)
+
 `eager` runs it op by op, writing h2 and down straight into the output (`out=`), so no copy of the result is
-timed. `compiled` is the whole function through torch.compile (`backends.torch.compiler`: compiled on the first
+timed; with the head, the loss is copied into the output (one value). `compiled` is the whole function through torch.compile (`backends.torch.compiler`: compiled on the first
 call, outside the timed region), the compiler free to fuse across every op boundary the composed layer keeps; as
 every compiled row, it copies its results into the output, which Inductor folds into the kernels that make them.
 Both on the CPU and CUDA, wherever torch runs.
@@ -26,7 +30,8 @@ import torch.nn.functional as F
 
 from backends.torch import BACKEND, DEVICES
 from backends.torch.compiler import compiled
-from scenarios.decoder_layer.chain import INPUTS
+from scenarios.cross_entropy import IGNORE_INDEX
+from scenarios.decoder_layer.chain import head, inputs_of
 from scenarios.normalization import EPS
 from suite.core.registry import Launch, Launcher, kernels
 
@@ -66,29 +71,51 @@ def _mlp(y2: torch.Tensor, w: dict[str, torch.Tensor]) -> torch.Tensor:
     return F.silu(y2 @ w["w_gate"]) * (y2 @ w["w_up"])
 
 
+def _head(h2: torch.Tensor, down: torch.Tensor, w: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The final add + RMSNorm, the LM head's logits and their mean token loss (a 0-d tensor)."""
+    y3 = F.rms_norm(down + h2, (h2.shape[-1],), w["norm_f"], EPS)
+    return F.cross_entropy(y3 @ w["w_lm"], w["targets"], ignore_index=IGNORE_INDEX)
+
+
 def _eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
-    hidden, on_stream = out.shape[-1], BACKEND.launch_stream(opts.get("stream"))
+    hidden, on_stream = params["hidden"], BACKEND.launch_stream(opts.get("stream"))
+
+    def layer() -> None:
+        a, h1 = _attention_block(inputs, params)
+        h2 = torch.add(a, h1, out=out[0])
+        torch.matmul(_mlp(F.rms_norm(h2, (hidden,), inputs["norm2"], EPS), inputs), inputs["w_down"], out=out[1])
+
+    def with_head() -> None:
+        a, h1 = _attention_block(inputs, params)
+        h2 = a + h1
+        down = _mlp(F.rms_norm(h2, (hidden,), inputs["norm2"], EPS), inputs) @ inputs["w_down"]
+        out.copy_(_head(h2, down, inputs).reshape(1))
+
+    run = with_head if head(params) else layer
 
     def launch() -> None:
         with on_stream(), torch.no_grad():
-            a, h1 = _attention_block(inputs, params)
-            h2 = torch.add(a, h1, out=out[0])
-            torch.matmul(_mlp(F.rms_norm(h2, (hidden,), inputs["norm2"], EPS), inputs), inputs["w_down"], out=out[1])
+            run()
 
     return launch
 
 
 def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launch:
     case = {k: params[k] for k in ("heads", "kv_heads", "head_dim", "rope_pairing")}
+    names, with_head = inputs_of(params), head(params)
 
     def layer(*args: torch.Tensor) -> None:
-        w, y = dict(zip(INPUTS, args[:-1], strict=True)), args[-1]
+        w, y = dict(zip(names, args[:-1], strict=True)), args[-1]
         a, h1 = _attention_block(w, case)
         h2 = a + h1
-        y[0].copy_(h2)
-        y[1].copy_(_mlp(F.rms_norm(h2, (h2.shape[-1],), w["norm2"], EPS), w) @ w["w_down"])
+        down = _mlp(F.rms_norm(h2, (h2.shape[-1],), w["norm2"], EPS), w) @ w["w_down"]
+        if with_head:
+            y.copy_(_head(h2, down, w).reshape(1))
+        else:
+            y[0].copy_(h2)
+            y[1].copy_(down)
 
-    args = (*(inputs[name] for name in INPUTS), out)
+    args = (*(inputs[name] for name in names), out)
     return compiled(layer, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 

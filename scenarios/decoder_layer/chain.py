@@ -27,6 +27,15 @@ heads-major inputs and the O projection are explicit copies, counted in the ledg
 Attention is grouped-query (the attention family's `kv_heads`): it reads the nkv heads of K and V in place,
 each serving nh/nkv query heads, so K and V are never repeated to every query head (model code's
 `repeat_interleave`); their copies only change the layout, nkv·T·d values each.
+
+With the model's head (`lm_head`), [h2, down] goes on into a buffer of its own and the chain ends as a model's
+forward pass does, in its loss (V = vocab):
+
+    nf   (2, T, H)          add_rmsnorm(down, h2; norm_f) → [h3, y3], the final norm
+    out  (1,)               linear_cross_entropy(y3, w_lm (H, V), targets): the mean token loss
+
+The head is the linear_cross_entropy family's kernel: unfused, the logits of every token (T × V) then the loss;
+fused, a chunk of tokens' logits at a time, never all of them. Its GEMM is that kernel's own, not a `Step`.
 """
 
 from __future__ import annotations
@@ -34,37 +43,74 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from scenarios.linear_cross_entropy.chunks import liger_chunk
 from scenarios.normalization.scenario import tile_for
 from suite.core.errors import ConfigError
+from suite.core.registry import Unsupported
 from suite.core.scenario import Params
 from suite.kit.layer import Op, Step
 
 OPS = ("add_rmsnorm", "rope", "attention", "swiglu")
 """The layer's fusable ops, by family: each has a fused and an unfused kernel; the layer runs add_rmsnorm twice."""
-VARIANTS = ("unfused", "fused", *(f"fused_{op}" for op in OPS))
-"""Every op unfused, every op fused, and each op fused alone (the rest unfused): what each fusion buys."""
+HEAD = "linear_cross_entropy"
+"""The head's fusable op, with the model's head on (`lm_head`): the LM head's GEMM and the loss as one family."""
+ALL_OPS = (*OPS, HEAD)
+VARIANTS = ("unfused", "fused", *(f"fused_{op}" for op in ALL_OPS))
+"""Every op unfused, every op fused, and each op fused alone (the rest unfused): what each fusion buys.
+`fused_linear_cross_entropy` needs the head: a case without it has no such op to fuse (`op_variants`)."""
 WEIGHTS = ("norm1", "wq", "wk", "wv", "wo", "norm2", "w_gate", "w_up", "w_down")
 INPUTS = ("x", "residual", *WEIGHTS, "cos", "sin")
 """x (the previous sublayer's output) and the residual stream, the weights, and rope's tables (made once per
 model step and shared by every layer, as the rope family takes them)."""
+HEAD_INPUTS = ("norm_f", "w_lm", "targets")
+"""The head's: the final norm's gain, the LM head's weight (hidden × vocab) and the next token of each position
+(int64, some ignored, as the linear_cross_entropy family makes them)."""
 BLOCK = 64
 """Attention's query and key tiles (the attention family's default presets)."""
+HEAD_TILE = 2048
+"""Columns of the logits the head's cross-entropy row kernel takes at a time (the linear_cross_entropy family's M
+and L presets)."""
 
 
-def op_variants(variant: str) -> dict[str, str]:
-    """The variant of each op's family that the layer's `variant` runs; ConfigError for a name not in VARIANTS."""
+def head(params: Params) -> bool:
+    """Whether the case ends in the model's head (a case without `lm_head` has none)."""
+    return bool(params.get("lm_head", False))
+
+
+def ops_of(params: Params) -> tuple[str, ...]:
+    """The case's fusable op families: the layer's, and the head's where it has one."""
+    return ALL_OPS if head(params) else OPS
+
+
+def inputs_of(params: Params) -> tuple[str, ...]:
+    """The case's inputs by name: the layer's, and the head's where it has one."""
+    return (*INPUTS, *HEAD_INPUTS) if head(params) else INPUTS
+
+
+def variants_of(params: Params) -> tuple[str, ...]:
+    """The layer's variants a case compares: without the head, no `fused_linear_cross_entropy`."""
+    return VARIANTS if head(params) else tuple(v for v in VARIANTS if v != f"fused_{HEAD}")
+
+
+def op_variants(variant: str, params: Params) -> dict[str, str]:
+    """The variant of each op's family that the layer's `variant` runs in the case `params`; ConfigError for a
+    name not in VARIANTS, Unsupported for a variant that fuses an op the case does not have (the head's)."""
     if variant not in VARIANTS:
         raise ConfigError(f"unknown decoder_layer variant '{variant}'; valid: {', '.join(VARIANTS)}")
+    if variant not in variants_of(params):
+        raise Unsupported(f"{variant} fuses the LM head's op, and this case has no head (scenario.lm_head=false)")
     if variant in ("fused", "unfused"):
-        return dict.fromkeys(OPS, variant)
-    return {op: "fused" if variant == f"fused_{op}" else "unfused" for op in OPS}
+        return dict.fromkeys(ops_of(params), variant)
+    return {op: "fused" if variant == f"fused_{op}" else "unfused" for op in ops_of(params)}
 
 
 def op_params(params: Params) -> dict[str, Params]:
     """Each family's params at the layer's shapes: add_rmsnorm holds a row whole (its tile: the hidden size to a
-    power of two), attention is causal in tiles of BLOCK, matmul counts the GEMMs (`gemms`)."""
+    power of two), attention is causal in tiles of BLOCK, matmul counts the GEMMs (`gemms`). The head's (where the
+    case has one) holds the logits of the chunk of tokens Liger-Kernel's fused linear cross-entropy picks (a
+    chunk's logits about the size of the hidden states: what a model's fused loss holds), in rows of HEAD_TILE."""
     t, h, heads, kv, d = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim"))
-    return {
+    out = {
         "add_rmsnorm": {"rows": t, "cols": h, "tile": tile_for(h)},
         "rope": {
             "batch": 1,
@@ -86,6 +132,10 @@ def op_params(params: Params) -> dict[str, Params]:
         },
         "swiglu": {"rows": t, "cols": params["intermediate"]},
     }
+    if head(params):
+        v = params["vocab"]
+        out[HEAD] = {"tokens": t, "hidden": h, "vocab": v, "chunk": liger_chunk(t, h, v), "tile": HEAD_TILE}
+    return out
 
 
 def gemms(params: Params) -> list[tuple[str, int, int, int]]:
@@ -119,6 +169,13 @@ def weight_shapes(params: Params) -> dict[str, tuple[int, ...]]:
     return {name: shapes[name] for name in WEIGHTS}
 
 
+def head_shapes(params: Params) -> dict[str, tuple[int, ...]]:
+    """The head's inputs (none without it): the final norm's gain, the LM head's (hidden, vocab), the targets."""
+    if not head(params):
+        return {}
+    return {"norm_f": (params["hidden"],), "w_lm": (params["hidden"], params["vocab"]), "targets": (params["tokens"],)}
+
+
 Gemm = Callable[[Any, Any, Any], Callable[[], None]]
 """gemm(a, w, out) -> a launcher writing a · w into out (2-D arrays; out a contiguous buffer or view of one)."""
 Copy = Callable[[Any, Any], Callable[[], None]]
@@ -128,7 +185,27 @@ Empty = Callable[[tuple[int, ...], Any], Any]
 
 
 def steps(inputs: dict[str, Any], out: Any, params: Params, *, gemm: Gemm, copy: Copy, empty: Empty) -> list[Op | Step]:
-    """The layer's chain in order on buffers made with `empty` (every one before any launch), the module's table."""
+    """The case's chain in order on buffers made with `empty` (every one before any launch): the layer's into
+    `out`, or, with the head, the layer's into [h2, down] of its own and the head's into `out` (the loss)."""
+    if not head(params):
+        return layer_steps(inputs, out, params, gemm=gemm, copy=copy, empty=empty)
+    t, h = params["tokens"], params["hidden"]
+    layer_out, nf = empty((2, t, h), out.dtype), empty((2, t, h), out.dtype)
+    norm = {"x": layer_out[1], "residual": layer_out[0], "weight": inputs["norm_f"]}
+    lm = {"hidden": nf[1], "weight": inputs["w_lm"], "targets": inputs["targets"]}
+    ops = op_params(params)
+    return [
+        *layer_steps(inputs, layer_out, params, gemm=gemm, copy=copy, empty=empty),
+        Op("add_rmsnorm (final)", "add_rmsnorm", norm, nf, ops["add_rmsnorm"]),
+        Op(f"{HEAD} (LM head)", HEAD, lm, out, ops[HEAD]),
+    ]
+
+
+def layer_steps(
+    inputs: dict[str, Any], out: Any, params: Params, *, gemm: Gemm, copy: Copy, empty: Empty
+) -> list[Op | Step]:
+    """The layer's chain in order on buffers made with `empty` (every one before any launch), the module's table;
+    `out` receives [h2, down]."""
     t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
     dt, ops = out.dtype, op_params(params)
     n1 = empty((2, t, h), dt)

@@ -23,3 +23,8 @@ class DecoderLayerConfig:
     """The MLP's intermediate size (columns of the gate and up projections)."""
     rope_pairing: Any = None
     """`half` (rotate_half: Llama, Hugging Face) or `interleaved` (GPT-J, Meta's original)."""
+    lm_head: Any = None
+    """Whether the model's head follows the layer (final add + RMSNorm, the LM head and its loss): a bool, or a
+    list to sweep; false by default."""
+    vocab: Any = None
+    """The head's vocabulary (with `lm_head` only; a model's `vocab_size` under experiment=model_decoder_layer)."""

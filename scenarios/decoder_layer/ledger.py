@@ -18,10 +18,18 @@ in place or copy inside, and O's transpose back is a copy. Compiled is counted a
 family's fused kernel), as every family counts the compiler's fusion: the least the compiler's kernels need to
 move, whatever it fuses across the ops' boundaries on top (the row adds what its generated code kept).
 
+The head (`lm_head`) adds the final add + RMSNorm (add_rmsnorm a third time) and the linear_cross_entropy
+family's ledger at the layer's shapes: the LM head's GEMM is that family's own kernel, counted there, no GEMM of
+the layer's. Eager's head (the add and F.rms_norm, then logits = y @ w_lm and F.cross_entropy) is counted as
+add_rmsnorm's `library` and linear_cross_entropy's `eager` (the logits, then a log-softmax written out, then
+nll_loss); compiled's as that family counts torch.compile of the same code, its `compiled` (the library GEMM
+into every token's logits, the loss fused into its reductions: the compiler does not chunk the tokens).
+
 Peak memory: the layer allocates every buffer before it runs, so its inputs, weights, activations and output are
 alive throughout (`held`); on top of them, at the worst op, what that op's variant holds beyond its own inputs
 and outputs: its ledger's peak less its fused ledger's, which in every one of these families is exactly its
-inputs and outputs (the unfused intermediates, S and P of attention).
+inputs and outputs (the unfused intermediates, S and P of attention). linear_cross_entropy's fused peak also holds
+a chunk's logits and a loss per token, so its inputs and outputs are counted apart (`head_io`).
 """
 
 from __future__ import annotations
@@ -30,13 +38,26 @@ from dataclasses import replace
 
 import numpy as np
 
-from scenarios.decoder_layer.chain import OPS, VARIANTS, gemms, op_params, op_variants, weight_shapes
+from scenarios.cross_entropy.blocked import BLOCK_BYTES
+from scenarios.cross_entropy.constants import TARGET_BYTES
+from scenarios.decoder_layer.chain import (
+    HEAD,
+    OPS,
+    gemms,
+    head,
+    head_shapes,
+    op_params,
+    op_variants,
+    ops_of,
+    variants_of,
+    weight_shapes,
+)
 from suite.core.ledger import KernelTraffic, VariantLedger
 from suite.core.scenario import Params, get
 
 RIVALS = {
-    "eager": {"add_rmsnorm": "library", "rope": "eager", "attention": "library", "swiglu": "eager"},
-    "compiled": dict.fromkeys(OPS, "fused"),
+    "eager": {"add_rmsnorm": "library", "rope": "eager", "attention": "library", "swiglu": "eager", HEAD: "eager"},
+    "compiled": {**dict.fromkeys(OPS, "fused"), HEAD: "compiled"},
 }
 """How the torch rivals (`backends/torch/decoder_layer.py`) are counted, op by op (module docstring)."""
 OpRun = tuple[str, str]
@@ -68,12 +89,35 @@ def gemm_traffic(params: Params, dtype: str) -> list[KernelTraffic]:
 
 
 def held_bytes(params: Params, s: int) -> int:
-    """Inputs, weights, every activation buffer and the output: all allocated before the layer runs."""
+    """Inputs, weights, every activation buffer and the output: all allocated before the layer runs. With the
+    head: its gain, weight and int64 targets too, the layer's [h2, down] and the final norm's [h3, y3] as
+    activations, and the loss as the output."""
     t, h, heads, kv, d, i = (params[k] for k in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"))
     inputs = 2 * t * h + 2 * t * (d // 2) + sum(int(np.prod(v)) for v in weight_shapes(params).values())
     activations = 2 * t * h + t * (heads + 2 * kv) * d + t * (heads + kv) * d + 2 * t * (heads + kv) * d
     activations += t * heads * d + t * h + 3 * t * i
-    return (inputs + activations + 2 * t * h) * s
+    if not head(params):
+        return (inputs + activations + 2 * t * h) * s
+    shapes = head_shapes(params)
+    inputs += int(np.prod(shapes["norm_f"])) + int(np.prod(shapes["w_lm"]))
+    return (inputs + activations + 4 * t * h + 1) * s + t * TARGET_BYTES
+
+
+def host_bytes(params: Params) -> int:
+    """What a case holds on the host, for the memory guard: float32 buffers, the float64 reference's activations
+    and one head slab of its attention scores; with the LM head, the unfused head's logits (tokens × vocab,
+    float32), the float64 final norm's and hidden states, and the reference's blocks of logits."""
+    t, h, i, hd = params["tokens"], params["hidden"], params["intermediate"], params["heads"] * params["head_dim"]
+    need = held_bytes(params, 4) + 8 * (4 * t * h + 3 * t * i + 4 * t * hd)
+    if head(params):
+        need += 4 * t * params["vocab"] + 8 * 3 * t * h + 4 * BLOCK_BYTES
+    return need
+
+
+def head_io(params: Params, s: int) -> int:
+    """linear_cross_entropy's inputs and output at the layer's shapes: hidden states, weight, targets, the loss."""
+    t, h, v = params["tokens"], params["hidden"], params["vocab"]
+    return (t * h + h * v + 1) * s + t * TARGET_BYTES
 
 
 def in_order(params: Params, dtype: str) -> list[OpRun | KernelTraffic]:
@@ -91,25 +135,27 @@ def in_order(params: Params, dtype: str) -> list[OpRun | KernelTraffic]:
         *proj[4:6],
         ("swiglu", "swiglu"),
         proj[6],
+        *([("add_rmsnorm (final)", "add_rmsnorm"), (f"{HEAD} (LM head)", HEAD)] if head(params) else []),
     ]
 
 
-def picks() -> dict[str, dict[str, str]]:
-    """The family variant each op is counted as, for every variant of the layer: the composed ones as they run
+def picks(params: Params) -> dict[str, dict[str, str]]:
+    """The family variant each op is counted as, for every variant of the case: the composed ones as they run
     (`chain.op_variants`), and the torch rivals as `RIVALS` says."""
-    return {**{variant: op_variants(variant) for variant in VARIANTS}, **RIVALS}
+    return {**{variant: op_variants(variant, params) for variant in variants_of(params)}, **RIVALS}
 
 
 def layer_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
-    """Every variant of the layer (`chain.VARIANTS` and the rivals) as the sum of its parts; see the module
-    docstring."""
-    shapes, order = op_params(params), in_order(params, dtype)
-    families = {f: get(f).ledger(shapes[f], dtype) for f in OPS}
+    """Every variant the case compares (`chain.variants_of`) and the rivals, each the sum of its parts; see the
+    module docstring."""
+    shapes, order, s, ops = op_params(params), in_order(params, dtype), np.dtype(dtype).itemsize, ops_of(params)
+    families = {f: get(f).ledger(shapes[f], dtype) for f in ops}
     runs = [item for item in order if not isinstance(item, KernelTraffic)]
-    held = held_bytes(params, np.dtype(dtype).itemsize)
+    held = held_bytes(params, s)
+    io = {f: families[f]["fused"].peak_bytes for f in OPS} | ({HEAD: head_io(params, s)} if head(params) else {})
     out = {}
-    for variant, pick in picks().items():
-        parts = {family: families[family][pick[family]] for family in OPS}
+    for variant, pick in picks(params).items():
+        parts = {family: families[family][pick[family]] for family in ops}
         kernels: list[KernelTraffic] = []
         for item in order:
             if isinstance(item, KernelTraffic):
@@ -118,6 +164,6 @@ def layer_ledger(params: Params, dtype: str) -> dict[str, VariantLedger]:
                 label, family = item
                 kernels += [replace(k, name=f"{label}: {k.name}") for k in parts[family].kernels]
         removed = tuple(i for _, family in runs for i in parts[family].removed)
-        extra = max(parts[f].peak_bytes - families[f]["fused"].peak_bytes for f in OPS)
+        extra = max(parts[f].peak_bytes - io[f] for f in ops)
         out[variant] = VariantLedger(variant, tuple(kernels), removed, held + extra)
     return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from scenarios.decoder_layer.chain import OPS, op_params
+from scenarios.decoder_layer.chain import head, op_params, ops_of
 from scenarios.decoder_layer.split import COPY, GEMM, OP, family, kind, shares, step_times
 from suite.kit.markdown import table
 from suite.kit.tidy import json_dict, speedups, tidy, timed
@@ -48,11 +48,13 @@ class Prediction:
 
 def alone_gains(data: pd.DataFrame, layer: pd.Series) -> dict[str, float] | None:
     """Each op family's unfused − fused median time (ms) from its own rows at the layer's shapes (same dtype,
-    backend and device), or None where the results lack any family's pair."""
+    backend and device), or None where the results lack any family's pair. The head's family
+    (linear_cross_entropy) is one of them only where the case has the head."""
     ok = timed(data)
-    params = op_params(json_dict(layer["params"]))
+    case = json_dict(layer["params"])
+    params = op_params(case)
     out = {}
-    for name in OPS:
+    for name in ops_of(case):
         same = ok[
             (ok["scenario"] == name)
             & (ok["dtype"] == layer["dtype"])
@@ -85,10 +87,11 @@ def _x(value: float, lo: float, hi: float) -> str:
 
 
 def case_name(row: pd.Series) -> str:
-    """ "llama3_8b layer, 256 tokens" (a model's) or "layer (hidden=64, …), 33 tokens"."""
+    """ "llama3_8b layer, 256 tokens" (a model's; "llama3_8b layer and LM head, …" with the head) or
+    "layer (hidden=64, …), 33 tokens"."""
     params = json_dict(row["params"])
     if row.get("model"):
-        return f"{row['model']} layer, {params['tokens']} tokens"
+        return f"{row['model']} layer{' and LM head' if head(params) else ''}, {params['tokens']} tokens"
     case = ", ".join(f"{k}={v}" for k, v in params.items() if k != "tokens")
     return f"layer ({case}), {params['tokens']} tokens"
 

@@ -34,6 +34,17 @@ activation rounded to the case's dtype, at least the chain's depth times the usu
 after another between x and the output (two norms, four GEMMs, rope, attention, swiglu), each may add its
 floor's worth of reordered float32 sums, and a well-conditioned chain adds those errors up rather than
 multiplying them.
+
+With the model's head (`lm_head=true`, over a vocabulary of `vocab`), the case goes on past the layer as a
+model's forward pass ends: the final add + RMSNorm of [h2, down] (add_rmsnorm a third time), then the LM head and
+its cross-entropy as the linear_cross_entropy family's kernel (unfused: every token's logits, then the loss;
+fused: a chunk of tokens' logits at a time, never all tokens × vocab of them). The output is then that family's,
+the mean token loss over targets drawn from the case's seed (about one in eight ignored); the layer's variants
+pick the head's kernel as they pick every op's, and `fused_linear_cross_entropy` fuses the head alone, a variant
+only a case with the head compares. The reference's logits exist a block of W's columns at a time, as the
+family's do; the tolerance is at least the family's own for its op on the chain's hidden states, and its floor
+counts three more ops (the norm, the GEMM, the loss). A case with the head carries `lm_head` and `vocab` in its
+params; one without carries neither.
 """
 
 from __future__ import annotations
@@ -43,10 +54,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scenarios.decoder_layer.chain import INPUTS, OPS, VARIANTS, op_params, weight_shapes
+from scenarios.cross_entropy import make_targets
+from scenarios.decoder_layer.chain import (
+    HEAD,
+    HEAD_INPUTS,
+    INPUTS,
+    OPS,
+    VARIANTS,
+    head,
+    head_shapes,
+    op_params,
+    variants_of,
+    weight_shapes,
+)
 from scenarios.decoder_layer.config import DecoderLayerConfig
-from scenarios.decoder_layer.ledger import RIVALS, held_bytes, layer_ledger
-from scenarios.decoder_layer.reference import FLOAT64, forward, storage
+from scenarios.decoder_layer.ledger import RIVALS, host_bytes, layer_ledger
+from scenarios.decoder_layer.reference import FLOAT64, forward, run, storage
 from scenarios.rope.decomposition import PAIRINGS
 from scenarios.rope.scenario import tables
 from suite.core.errors import ConfigError
@@ -59,7 +82,17 @@ from suite.core.tolerances import FLOOR, Tolerance, per_dtype
 DEPTH = 9
 """Ops one after another on the longest path from x to the output: norm, QKV, rope, attention, O, norm, gate/up,
 swiglu, down."""
+HEAD_DEPTH = 3
+"""Ops the head adds to that path: the final norm, the LM head's GEMM, the loss."""
+HEAD_AXES = ("lm_head", "vocab")
 MAX_HEAD_DIM = 256
+CEILING = per_dtype(1e-2, 1.0)
+
+
+def limits_for(params: Params) -> Tolerance:
+    """The floor: the chain's depth (with the head's ops where it has one) times the usual floor."""
+    depth = DEPTH + (HEAD_DEPTH if head(params) else 0)
+    return Tolerance(floor={d: depth * f for d, f in FLOOR.items()}, ceiling=CEILING)
 
 
 @register
@@ -67,27 +100,24 @@ class DecoderLayer(Scenario):
     name = "decoder_layer"
     config = DecoderLayerConfig
     model_tour = "model_decoder_layer"
-    composes = OPS
+    composes = (*OPS, HEAD)
     """The report's prediction reads these families' rows at the layer's shapes where the run has them (the model
     tour times each op alone beside the layer)."""
     summary = {"tokens": 1024, "rope_pairing": "half"}
     """The M preset's longer sequence in Llama's pairing: the case the GPU check keeps when its budget is short."""
-    limits = Tolerance(
-        floor={d: DEPTH * f for d, f in FLOOR.items()},
-        ceiling=per_dtype(1e-2, 1.0),
-    )
-    """Floor: the chain's depth times the usual floor (module docstring). Ceiling: float32 storage cannot excuse
-    more than 1e-2 after nine ops; half precision stores every activation in 11 bits, and the attention family's
-    own ceiling is higher still."""
+    limits = limits_for({})
+    """Floor: the chain's depth times the usual floor (module docstring; with the head, `limits_for`). Ceiling:
+    float32 storage cannot excuse more than 1e-2 after nine ops; half precision stores every activation in 11
+    bits, and the attention family's own ceiling is higher still."""
     captions = {
         "steps": "Each variant's time per launch, stacked by op, GEMM and copy (each step's median inside the layer)"
     }
-    inputs = INPUTS
+    inputs = (*INPUTS, *HEAD_INPUTS)
     variants = (*VARIANTS, *RIVALS)
     baseline = "unfused"
     pairs = (*((v, "unfused") for v in VARIANTS if v != "unfused"), ("compiled", "eager"))
     rivals = (("fused", "compiled"), ("fused", "eager"))
-    axes = ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "rope_pairing")
+    axes = ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "rope_pairing", *HEAD_AXES)
     size_axis = "tokens"
     size_unit = "tokens"
     presets = {
@@ -100,6 +130,8 @@ class DecoderLayer(Scenario):
             "head_dim": [16],
             "intermediate": [96],
             "rope_pairing": ["half", "interleaved"],
+            "lm_head": [False],
+            "vocab": [781],
         },
         # M: the default run — a 1B-class layer (hidden 1024, 16 query and 4 key heads of 64, intermediate 2816):
         # 23 GFLOP of GEMMs at 1,024 tokens, a quarter of a second a call on two cores; the activations (tens of
@@ -112,6 +144,8 @@ class DecoderLayer(Scenario):
             "head_dim": [64],
             "intermediate": [2816],
             "rope_pairing": ["half"],
+            "lm_head": [False],
+            "vocab": [32000],
         },
         # L: Llama-3-8B's layer: 0.9 TFLOP a call at 2,048 tokens, seconds on a CPU.
         "L": {
@@ -122,6 +156,8 @@ class DecoderLayer(Scenario):
             "head_dim": [128],
             "intermediate": [14336],
             "rope_pairing": ["half"],
+            "lm_head": [False],
+            "vocab": [128256],
         },
     }
 
@@ -139,8 +175,23 @@ class DecoderLayer(Scenario):
     """Seven tokens (a ragged attention tile), three query heads on one key head, a hidden size that is not
     heads × head_dim (the O projection maps 48 values back to 40), an intermediate narrower than the hidden."""
 
+    def cases(self, axes: dict[str, list]) -> list[Params]:
+        """Every combination, checked; a case without the head keeps neither `lm_head` nor `vocab` (a vocabulary
+        nothing reads would split one case into several alike), so its params are the layer's alone."""
+        out: list[Params] = []
+        for params in super().cases(axes):
+            case = params if head(params) else {k: v for k, v in params.items() if k not in HEAD_AXES}
+            if case not in out:
+                out.append(case)
+        return out
+
+    def variants_for(self, params: Params) -> tuple[str, ...]:
+        """Without the head, no `fused_linear_cross_entropy` (no such op to fuse)."""
+        return (*variants_of(params), *RIVALS)
+
     def check(self, params: Params) -> None:
-        """The layer's own rules, then each op's family's at the layer's shapes (so every kernel can run it)."""
+        """The layer's own rules and the memory the case needs, then each op's family's at the layer's shapes (so
+        every kernel can run it)."""
         for key in ("tokens", "hidden", "heads", "kv_heads", "head_dim", "intermediate"):
             value = params[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -154,21 +205,36 @@ class DecoderLayer(Scenario):
             raise ConfigError(
                 f"unknown pairing '{params['rope_pairing']}' in scenario.rope_pairing; valid: {', '.join(PAIRINGS)}"
             )
+        if params.get("lm_head", False) not in (False, True):
+            raise ConfigError(f"scenario.lm_head={params['lm_head']!r} must be true or false")
+        if head(params) and (not isinstance(v := params["vocab"], int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"scenario.vocab={v!r} must be a positive integer")
+        guard(host_bytes(params), self.what(params))
         for family, p in op_params(params).items():
             get(family).check(p)
-        # float32 buffers, the float64 reference's activations and one head slab of its attention scores
-        t, h, i = params["tokens"], params["hidden"], params["intermediate"]
-        guard(held_bytes(params, 4) + 8 * (4 * t * h + 3 * t * i + 4 * t * heads * d), f"decoder_layer at {t} tokens")
+
+    @staticmethod
+    def what(params: Params) -> str:
+        """The case as the memory guard names it."""
+        if head(params):
+            return f"decoder_layer with its LM head at {params['tokens']} tokens × {params['vocab']} vocab"
+        return f"decoder_layer at {params['tokens']} tokens"
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         t, h, half = params["tokens"], params["hidden"], params["head_dim"] // 2
-        return {"x": (t, h), "residual": (t, h), **weight_shapes(params), "cos": (t, half), "sin": (t, half)}
+        shapes = {"x": (t, h), "residual": (t, h), **weight_shapes(params), "cos": (t, half), "sin": (t, half)}
+        return shapes | head_shapes(params)
 
     def make_inputs(self, params: Params, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """x and residual uniform in [−3, 3) as add_rmsnorm's; gains in [0.5, 1.5); each projection uniform with
-        variance 1/fan_in, so every activation stays of order one; rope's tables for positions 0..tokens−1."""
+        variance 1/fan_in, so every activation stays of order one; rope's tables for positions 0..tokens−1. The
+        head's, drawn after the layer's (a case's layer inputs are the same with or without it): the final gain,
+        the LM head's weight scaled by 3/√hidden as linear_cross_entropy's W (logits of standard deviation about
+        1.8), the targets as that family's (about one in eight ignored)."""
         out = {}
         for name, shape in self.input_shapes(params).items():
+            if name in HEAD_INPUTS:
+                continue
             if name in ("x", "residual"):
                 out[name] = rng.uniform(-3.0, 3.0, shape).astype(dtype)
             elif len(shape) == 1:
@@ -176,21 +242,33 @@ class DecoderLayer(Scenario):
             elif name.startswith("w"):
                 out[name] = (rng.uniform(-1.0, 1.0, shape) * np.sqrt(3.0 / shape[0])).astype(dtype)
         out["cos"], out["sin"] = tables(params["tokens"], params["head_dim"], 0, dtype)
+        for name, shape in head_shapes(params).items():
+            if name == "targets":
+                out[name] = make_targets(params["tokens"], params["vocab"], rng)
+            elif len(shape) == 1:
+                out[name] = rng.uniform(0.5, 1.5, shape).astype(dtype)
+            else:
+                out[name] = (rng.uniform(-1.0, 1.0, shape) * (3.0 / np.sqrt(shape[0]))).astype(dtype)
         return out
 
     def reference(self, inputs: dict[str, np.ndarray], params: Params) -> np.ndarray:
         return forward(inputs, params, FLOAT64)
 
     def output_shape(self, params: Params) -> tuple[int, ...]:
-        return (2, params["tokens"], params["hidden"])
+        return (1,) if head(params) else (2, params["tokens"], params["hidden"])
 
     def ledger(self, params: Params, dtype: str) -> dict[str, VariantLedger]:
         return layer_ledger(params, dtype)
 
     def tolerance(self, inputs: dict[str, np.ndarray], params: Params, dtype: str, ref: np.ndarray) -> float:
-        """Four times the error of the chain in `dtype` storage, within `limits` (module docstring)."""
-        own = rel_err(forward(inputs, params, storage(dtype)), ref)
-        return self.limits.clip(dtype, 4.0 * own)
+        """Four times the error of the chain in `dtype` storage, within `limits_for(params)` (module docstring);
+        with the head, at least what the linear_cross_entropy family allows its op on the chain's stored hidden
+        states (its GEMM's float32 sums over `hidden`, its rows' and mean's over `vocab` and `tokens`)."""
+        out, lm = run(inputs, params, storage(dtype))
+        derived = 4.0 * rel_err(out, ref)
+        if lm is not None:
+            derived = max(derived, get(HEAD).tolerance(lm, op_params(params)[HEAD], dtype, ref))
+        return limits_for(params).clip(dtype, derived)
 
     def report_sections(self, rows: pd.DataFrame) -> list[str]:
         """The layer op by op: speedups, each op's share of the time, the gain the ops predict (`report`)."""
@@ -205,6 +283,11 @@ class DecoderLayer(Scenario):
         return steps_chart(rows, outdir)
 
     def emulation_params(self, params: Params, max_elements: int) -> Params:
-        """Fewer tokens, as many as keep the widest activation within budget (the widths shape the kernels)."""
+        """Fewer tokens, as many as keep the widest activation within budget (the widths shape the kernels); with
+        the head, a vocabulary within budget too (the unfused head's logits are tokens × vocab)."""
         widest = max(params["hidden"], params["intermediate"], params["heads"] * params["head_dim"])
-        return {**params, "tokens": max(1, min(params["tokens"], max_elements // widest))}
+        out = dict(params)
+        if head(params):
+            out["vocab"] = min(params["vocab"], max_elements)
+            widest = max(widest, out["vocab"])
+        return {**out, "tokens": max(1, min(params["tokens"], max_elements // widest))}

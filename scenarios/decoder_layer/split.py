@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from scenarios.decoder_layer.chain import OPS
+from scenarios.decoder_layer.chain import ALL_OPS
 from suite.kit.layer import STEP_ORDER, STEPS_MS
 from suite.kit.tidy import json_dict
 
@@ -21,13 +21,15 @@ KINDS = (OP, GEMM, COPY)
 
 
 def family(label: str) -> str:
-    """The op family a label runs ('add_rmsnorm (input)' → 'add_rmsnorm'); '' for a GEMM or a copy."""
-    head = label.split(" (")[0]
-    return head if head in OPS else ""
+    """The op family a label runs ('add_rmsnorm (input)' → 'add_rmsnorm', 'linear_cross_entropy (LM head)' →
+    'linear_cross_entropy'); '' for a GEMM or a copy."""
+    name = label.split(" (")[0]
+    return name if name in ALL_OPS else ""
 
 
 def kind(label: str) -> str:
-    """OP for a fusable op's label, GEMM for a projection's ('Q projection'), COPY for every other step."""
+    """OP for a fusable op's label (the head's too, its GEMM inside its family's kernel), GEMM for a
+    projection's ('Q projection'), COPY for every other step."""
     if family(label):
         return OP
     return GEMM if label.endswith("projection") else COPY

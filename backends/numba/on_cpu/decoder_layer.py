@@ -34,4 +34,4 @@ def layer(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
     if out.dtype != np.float32:
         raise Unsupported(f"{out.dtype}: NumPy has no half-precision BLAS for the layer's projections")
     chain = steps(inputs, out, params, gemm=_gemm, copy=_copy, empty=np.empty)
-    return compose(chain, op_variants(variant), backend="numba", device="cpu", opts=opts)
+    return compose(chain, op_variants(variant, params), backend="numba", device="cpu", opts=opts)
