@@ -154,11 +154,13 @@ class DecoderLayer(Scenario):
             raise ConfigError(
                 f"unknown pairing '{params['rope_pairing']}' in scenario.rope_pairing; valid: {', '.join(PAIRINGS)}"
             )
-        for family, p in op_params(params).items():
-            get(family).check(p)
-        # float32 buffers, the float64 reference's activations and one head slab of its attention scores
+        # float32 buffers, the float64 reference's activations and one head slab of its attention scores: before
+        # the ops' own checks, whose limits (an op's elements, its memory) are smaller than the layer's and name
+        # their families' axes rather than the layer's
         t, h, i = params["tokens"], params["hidden"], params["intermediate"]
         guard(held_bytes(params, 4) + 8 * (4 * t * h + 3 * t * i + 4 * t * heads * d), f"decoder_layer at {t} tokens")
+        for family, p in op_params(params).items():
+            get(family).check(p)
 
     def input_shapes(self, params: Params) -> dict[str, tuple[int, ...]]:
         t, h, half = params["tokens"], params["hidden"], params["head_dim"] // 2
