@@ -144,3 +144,24 @@ def test_ligers_launches_are_patched_in_where_model_code_has_its_ops(monkeypatch
 def test_an_interleaved_case_is_unsupported_naming_ligers_pairing() -> None:
     with pytest.raises(registry.Unsupported, match=r"\(half\) only, not interleaved"):
         registry.REGISTRY.get(KEY)({}, None, {**SMALL, "rope_pairing": "interleaved"}, {})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LAYER.dtypes)
+def test_on_a_gpu_ligers_layer_is_the_layer(dtype: str) -> None:
+    """Liger's kernels for real, at the S preset in Llama's pairing, against the float64 chain, twice the same."""
+    params = {**SMALL, "rope_pairing": "half"}
+    target = targets.TARGETS[("liger", "cuda")]
+    host = LAYER.make_inputs(params, dtype, np.random.default_rng(5))
+    ref = LAYER.reference(host, params)
+    out = target.empty(LAYER.output_shape(params), dtype)
+    target.poison(out)
+    launch = registry.REGISTRY.get(KEY)({k: target.asarray(v) for k, v in host.items()}, out, params, {"stream": None})
+    launch()
+    target.synchronize()
+    first = np.asarray(target.to_host(out))
+    _, problem = numerics.judge(first, ref, LAYER.tolerance(host, params, dtype, ref))
+    assert problem == ""
+    launch()
+    target.synchronize()
+    assert np.array_equal(np.asarray(target.to_host(out)), first)
