@@ -1,7 +1,8 @@
 """decoder_layer's Liger row: registered as the family's `library` on CUDA and counted; where it cannot run, one row
 that says why in one line; and in its model code, Liger's launches where Liger has a kernel, on the tensors the
 layer means. Liger's kernels run on a GPU only, so the wiring is checked here with stand-ins for the three
-launches that compute what Liger's kernels compute, in torch on the CPU, and the layer held to the float64 chain.
+launches that compute what Liger's kernels compute, in torch on the CPU, and the layer held to the float64 chain;
+the launches the layer makes are compiled for sm_90 as made; and on a GPU (`nox -s gpu`) the row runs for real.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from suite.core import numerics, registry, targets
 from suite.core import scenario as scenarios
 from suite.core.registry import KernelKey
 from tests.conftest import make_config
-from tests.support import missing
+from tests.support import json_lines, missing, run_without_emulation
 
 registry.discover()
 LAYER = scenarios.get("decoder_layer")
@@ -165,3 +166,75 @@ def test_on_a_gpu_ligers_layer_is_the_layer(dtype: str) -> None:
     launch()
     target.synchronize()
     assert np.array_equal(np.asarray(target.to_host(out)), first)
+
+
+SM90 = """
+import inspect, json
+import numpy as np, torch
+from suite.core import registry, scenario as scenarios
+from suite.core.registry import KernelKey
+from backends.torch.bridge import to_torch
+from tests.sm90 import compile_sm90
+
+registry.discover()
+scenarios.discover()
+TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+KERNELS = {("liger_kernel.ops.fused_add_rms_norm", "_fused_add_rms_norm_forward_kernel"): "add_rmsnorm",
+           ("liger_kernel.ops.rope", "_triton_rope"): "rope", ("liger_kernel.ops.swiglu", "_swiglu_forward_kernel"): "swiglu"}
+calls = []
+
+
+def kind(value):
+    if isinstance(value, torch.Tensor):
+        return "*" + TYPES[value.dtype]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return "constexpr"
+    return ("i32" if abs(value) < 2**31 else "i64") if isinstance(value, int) else "fp32"
+
+
+class Recorder:
+    def __init__(self, fn, label):
+        self.fn, self.label = fn, label
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: calls.append((self.label, self.fn, grid, args, kwargs))
+
+
+for (module, name), label in KERNELS.items():
+    mod = __import__(module, fromlist=[name])
+    setattr(mod, name, Recorder(getattr(mod, name), label))
+layer = scenarios.SCENARIOS["decoder_layer"]
+params = {"tokens": 3, "hidden": 576, "heads": 9, "kv_heads": 3, "head_dim": 64, "intermediate": 1536,
+          "rope_pairing": "half"}
+inputs = {k: to_torch(v) for k, v in layer.make_inputs(params, "float16", np.random.default_rng(7)).items()}
+out = torch.empty(layer.output_shape(params), dtype=torch.float16)
+registry.REGISTRY.get(KernelKey("decoder_layer", "liger", "library", "cuda"))(inputs, out, params, {"stream": None})()
+for label, fn, grid, args, kwargs in calls:
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    bound = inspect.signature(fn.fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    const = {p.name: bound.arguments[p.name] for p in fn.params
+             if p.is_constexpr or kind(bound.arguments[p.name]) == "constexpr"}
+    signature = {k: ("constexpr" if k in const else kind(v)) for k, v in bound.arguments.items()}
+    k, log = compile_sm90(fn, signature, const, options)
+    print(json.dumps({"kernel": label, "grid": list(grid), "ptx": k.asm["ptx"], "ptxas": log}))
+"""
+
+
+@pytest.mark.compile
+@needs_liger
+def test_the_layers_liger_launches_compile_for_sm90_as_launched() -> None:
+    """The layer's four launches of Liger's kernels, recorded on the CPU at SmolLM2-135M's widths (nine query heads
+    on three K/V heads) in float16 and compiled for sm_90 with the arguments the layer passed: what the GPU would
+    run, in the layer's order."""
+    from suite.gpu.ptxas import parse_ptxas
+
+    proc = run_without_emulation(SM90)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = json_lines(proc.stdout)
+    assert [r["kernel"] for r in rows] == ["add_rmsnorm", "rope", "add_rmsnorm", "swiglu"]
+    assert all(r["grid"] == [3] for r in rows)  # one program per token (row) in each
+    for row in rows:
+        assert ".target sm_90" in row["ptx"]
+        (resources,) = parse_ptxas(row["ptxas"]).values()
+        assert resources.registers > 0 and resources.spill_bytes == 0, f"{row['kernel']}: {resources}"
