@@ -120,7 +120,7 @@ def _eager(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) 
 def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launch:
     case = {k: params[k] for k in ("heads", "kv_heads", "head_dim", "rope_pairing")}
 
-    def layer(*args: torch.Tensor) -> None:
+    def whole(*args: torch.Tensor) -> None:
         w, y = dict(zip(INPUTS, args[:-1], strict=True)), args[-1]
         a, h1 = _attention_block(w, case, TORCH)
         h2, y2 = _add_norm(a, h1, w["norm2"])
@@ -128,7 +128,7 @@ def _compiled(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dic
         y[1].copy_(_silu_mul(y2 @ w["w_gate"], y2 @ w["w_up"]) @ w["w_down"])
 
     args = (*(inputs[name] for name in INPUTS), out)
-    return compiled(layer, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
+    return compiled(whole, args, out, opts, BACKEND.launch_stream(opts.get("stream")))
 
 
 kernels("decoder_layer", backend="torch", device=DEVICES, eager=_eager, compiled=_compiled)
