@@ -195,6 +195,7 @@ def test_the_ledger_is_the_sum_of_its_ops_ledgers(params: dict) -> None:
     ledger = LAYER.ledger(params, "float32")
     assert set(ledger) == set(LAYER.variants_for(params)) <= set(LAYER.variants)
     assert (f"fused_{HEAD}" in ledger) == bool(params.get("lm_head"))
+    assert "library" in ledger  # Liger's layer, a rival as torch's are
     for variant, found in ledger.items():
         want = _expected(params, variant)
         got = {"read": found.bytes_read, "written": found.bytes_written, "flops": found.flops}

@@ -26,7 +26,7 @@ def touring() -> set[str]:
 
 
 def test_the_shipped_models_name_their_source() -> None:
-    assert {"llama3_8b", "llama3_70b", "mistral_7b", "qwen2_5_7b", "gpt2"} <= set(MODELS)
+    assert {"llama3_8b", "llama3_70b", "mistral_7b", "qwen2_5_7b", "gpt2", "smollm2_135m"} <= set(MODELS)
     for name in MODELS:
         data = yaml.safe_load((Path(cli.CONF) / "model" / f"{name}.yaml").read_text())
         assert data["name"] == name and data["source"].startswith("https://")

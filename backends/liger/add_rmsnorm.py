@@ -9,6 +9,7 @@ the storage dtype, rstd in float32, h·rstd rounded to the storage dtype before 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -26,10 +27,10 @@ def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict)
     return launcher(inputs, out, rstd, opts)
 
 
-def launcher(inputs: dict[str, Any], out: torch.Tensor, rstd: torch.Tensor, opts: dict) -> Launcher:
-    """Liger's forward kernel writing h into out[0], y into out[1] and each row's rstd into `rstd` (float32, one
-    a row): the forward row's launch, and the forward of a training step that keeps rstd
-    (`backends.liger.add_rmsnorm_training`)."""
+def launcher(inputs: dict[str, Any], out: Sequence[torch.Tensor], rstd: torch.Tensor, opts: dict) -> Launcher:
+    """Liger's forward kernel writing h into out[0], y into out[1] (one (2, rows, cols) tensor, or two) and each
+    row's rstd into `rstd` (float32, one a row): the forward row's launch, the forward of a training step that
+    keeps rstd (`backends.liger.add_rmsnorm_training`), and a model's add + norm (`backends.liger.decoder_layer`)."""
     from liger_kernel.ops import fused_add_rms_norm as liger
     from liger_kernel.ops.utils import calculate_settings
 

@@ -10,6 +10,7 @@ head_dim` (Liger then reads head_dim/2 values a position, as it does from Huggin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,26 +30,38 @@ def rope_args(q: Any, q_stride: int, k: Any, k_stride: int, cos: Any, sin: Any) 
             pad(heads), pad(kv), pad(d), pad(d), d)  # fmt: skip
 
 
-@kernel(scenario="rope", backend="liger", variant="library", device="cuda")
-def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
-    if params["pairing"] != "half":
-        raise Unsupported(f"Liger's rope pairs value j with j + head_dim/2 (half) only, not {params['pairing']}")
-    bfloat16_arithmetic("rope", out.dtype)
+def rotation(q: Any, q_stride: int, k: Any, k_stride: int, cos: Any, sin: Any) -> Callable[[], None]:
+    """Liger's rope kernel rotating q and k in place (as `rope_args` takes them), its arguments built once: the
+    rope row's launch after its copies, and the rotation of a model's q and k (`backends.liger.decoder_layer`)."""
     import triton
     from liger_kernel.ops.rope import _triton_rope
 
-    q, k, cos, sin = inputs["q"], inputs["k"], inputs["cos"], inputs["sin"]
     batch, seq_len, heads, _ = q.shape
-    kv = k.shape[2]
+    grid, block = (batch * seq_len,), max(triton.next_power_of_2(heads), triton.next_power_of_2(k.shape[2]))
+    args = rope_args(q, q_stride, k, k_stride, cos, sin)
+    return lambda: _triton_rope[grid](*args, BLOCK_SIZE=block, BACKWARD_PASS=False)
+
+
+def half_only(pairing: str) -> None:
+    """Raise `Unsupported` for a pairing other than Liger's."""
+    if pairing != "half":
+        raise Unsupported(f"Liger's rope pairs value j with j + head_dim/2 (half) only, not {pairing}")
+
+
+@kernel(scenario="rope", backend="liger", variant="library", device="cuda")
+def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
+    half_only(params["pairing"])
+    bfloat16_arithmetic("rope", out.dtype)
+    q, k, cos, sin = inputs["q"], inputs["k"], inputs["cos"], inputs["sin"]
+    heads = q.shape[2]
     q_out, k_out = out[:, :, :heads], out[:, :, heads:]
-    pad = triton.next_power_of_2
-    args = rope_args(q_out, out.stride(1), k_out, out.stride(1), cos, sin)
+    rotate = rotation(q_out, out.stride(1), k_out, out.stride(1), cos, sin)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with on_stream():
             q_out.copy_(q)
             k_out.copy_(k)
-            _triton_rope[(batch * seq_len,)](*args, BLOCK_SIZE=max(pad(heads), pad(kv)), BACKWARD_PASS=False)
+            rotate()
 
     return launch

@@ -8,6 +8,7 @@ over a 2D grid; this row keeps the one-row kernel, which is what it runs on the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,18 +20,24 @@ from suite.core.registry import Launcher, kernel
 @kernel(scenario="swiglu", backend="liger", variant="library", device="cuda")
 def library(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict) -> Launcher:
     needs_gpu("SwiGLU")
-    from liger_kernel.ops.swiglu import _swiglu_forward_kernel
-    from liger_kernel.ops.utils import calculate_settings
-
-    a, b = inputs["a"], inputs["b"]
-    rows, cols = a.shape
-    block, warps = calculate_settings(cols)
+    silu_mul = forward(inputs["a"], inputs["b"], out)
     on_stream = BACKEND.launch_stream(opts.get("stream"))
 
     def launch() -> None:
         with on_stream():
-            _swiglu_forward_kernel[(rows,)](
-                a, b, out, out.stride(-2), 1.0, n_cols=cols, BLOCK_SIZE=block, num_warps=warps
-            )
+            silu_mul()
 
     return launch
+
+
+def forward(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> Callable[[], None]:
+    """Liger's forward kernel on (rows, cols) a and b into out, one stride for all three, its settings chosen once:
+    the swiglu row's launch, and a model's MLP activation (`backends.liger.decoder_layer`)."""
+    from liger_kernel.ops.swiglu import _swiglu_forward_kernel
+    from liger_kernel.ops.utils import calculate_settings
+
+    rows, cols = a.shape
+    block, warps = calculate_settings(cols)
+    return lambda: _swiglu_forward_kernel[(rows,)](
+        a, b, out, out.stride(-2), 1.0, n_cols=cols, BLOCK_SIZE=block, num_warps=warps
+    )

@@ -2,9 +2,10 @@
 
 The generic charts give each variant's total time; the layer's question is where that time goes. So each
 variant's bar is stacked from its fusable ops' times (one colour per op family, add_rmsnorm's runs together,
-the LM head's linear_cross_entropy one more where the case has the head), then the GEMMs' and the copies' (one segment each), from the medians `suite.kit.layer.compose` kept
-in the row's `extra.steps_ms`. A variant without step times (torch's `eager` and `compiled`, a GPU row) is one
-grey bar of its median time. One panel per case and device (every backend's bars in it), at most MAX_PANELS.
+the LM head's linear_cross_entropy one more where the case has the head), then the GEMMs' and the copies' (one
+segment each), from the medians `suite.kit.layer.compose` kept in the row's `extra.steps_ms`. A variant without
+step times (torch's `eager` and `compiled`, Liger's `library`, a GPU row) is one grey bar of its median time. One
+panel per case and device (every backend's bars in it), at most MAX_PANELS.
 Reads tidy rows, never runs a kernel.
 """
 
@@ -23,8 +24,8 @@ from scenarios.decoder_layer.split import COPY, GEMM, family, kind, step_times
 from suite.kit.chartkit import save
 from suite.kit.tidy import chart_name, tidy, timed
 
-ORDER = ("unfused", "fused", "compiled", "eager", *(v for v in VARIANTS if v.startswith("fused_")))
-"""Bars from the top: the two ends, torch's, then each op fused alone; a variant not listed follows them."""
+ORDER = ("unfused", "fused", "compiled", "eager", "library", *(v for v in VARIANTS if v.startswith("fused_")))
+"""Bars from the top: the two ends, torch's, Liger's, then each op fused alone; a variant not listed follows them."""
 SEGMENTS = (*ALL_OPS, GEMM, COPY)
 """Each op family (the head's where a case has it: a case without it draws no such segment), GEMMs, copies."""
 WHOLE = "whole layer (not split)"

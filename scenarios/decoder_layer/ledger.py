@@ -16,7 +16,12 @@ the (T, d/2) tables are widened on every call, so eager's rope moves somewhat mo
 are counted as the composed layer's four copies: q, k and v reach SDPA as transposed views, which torch may read
 in place or copy inside, and O's transpose back is a copy. Compiled is counted as the fused layer (each op its
 family's fused kernel), as every family counts the compiler's fusion: the least the compiler's kernels need to
-move, whatever it fuses across the ops' boundaries on top (the row adds what its generated code kept).
+move, whatever it fuses across the ops' boundaries on top (the row adds what its generated code kept). Library
+(Liger's kernels patched into eager's code) is eager with Liger's ops: its fused add + RMSNorm is add_rmsnorm's
+`fused` (x, residual and γ read once, h and y written once; its per-row rstd, rows·4 bytes, is not counted, as
+in the family's row), its rope rotating the projections' q and k in place moves what rope's `fused` moves (the
+family's `library` adds the copy its row makes to keep the suite's inputs unchanged; the layer's q and k are its
+own), its SiLU·mul is swiglu's `library`, and SDPA and the layouts are eager's.
 
 The head (`lm_head`) adds the final add + RMSNorm (add_rmsnorm a third time) and the linear_cross_entropy
 family's ledger at the layer's shapes: the LM head's GEMM is that family's own kernel, counted there, no GEMM of
@@ -58,8 +63,10 @@ from suite.core.scenario import Params, get
 RIVALS = {
     "eager": {"add_rmsnorm": "library", "rope": "eager", "attention": "library", "swiglu": "eager", HEAD: "eager"},
     "compiled": {**dict.fromkeys(OPS, "fused"), HEAD: "compiled"},
+    "library": {"add_rmsnorm": "fused", "rope": "fused", "attention": "library", "swiglu": "library", HEAD: "eager"},
 }
-"""How the torch rivals (`backends/torch/decoder_layer.py`) are counted, op by op (module docstring)."""
+"""How the rivals (torch's `backends/torch/decoder_layer.py`, Liger's `backends/liger/decoder_layer.py`) are
+counted, op by op (module docstring)."""
 OpRun = tuple[str, str]
 """(label, family) of one op in the chain."""
 

@@ -14,7 +14,10 @@ and `fused_<op>` (that op fused alone, the rest unfused), which attributes the g
 the backend's library GEMM in every variant, so variants differ only in the fusable ops. The rivals are torch's
 (`backends/torch/decoder_layer.py`): `eager`, the layer as model code writes it in torch (F.rms_norm,
 scaled_dot_product_attention with enable_gqa, silu(gate)·up), and `compiled`, that code through torch.compile,
-the compiler's own fusion across every op boundary; the composed `fused` is paired with both.
+the compiler's own fusion across every op boundary; the composed `fused` is paired with both. Liger-Kernel's
+`library` (`backends/liger/decoder_layer.py`, CUDA only) is that model code with Liger's kernels patched in (its
+fused add + RMSNorm, rope and SiLU·mul): what a user gets by installing a library, shown beside the rivals as every
+family's `library` row is.
 
 How it is composed (`chain`, `suite.kit.layer`): the chain is a list of steps on buffers every one of which is
 allocated before the first launch — each op a run of its family's registered kernel (looked up in the registry
