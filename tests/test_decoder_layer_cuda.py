@@ -1,8 +1,8 @@
 """decoder_layer on the CUDA backends (Triton, CuPy, Numba CUDA), without a GPU: each layer variant builds the
 backend's own kernel of each op in the variant it picks, a wrong op is caught by the check in the interpreter,
 CuPy's compiled-only layer says it needs a GPU, and the layout copies of Triton and Numba CUDA swap a strided
-view's first two axes. Every variant's numerics against the float64
-chain are tests/test_kernels.py's (the interpreter, the simulator, the sm_90 compile)."""
+view's first two axes. Every variant's numerics against the float64 chain are tests/test_kernels.py's (each in
+the interpreter and compiled for sm_90, one in the simulator)."""
 
 from __future__ import annotations
 
