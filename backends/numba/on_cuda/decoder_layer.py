@@ -75,7 +75,9 @@ def layer(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant
 
     def gemm(a: Any, w: Any, c: Any) -> Launcher:
         m, n = c.shape
-        bias = biases.setdefault(n, cuda.to_device(np.zeros(n, dtype=c.dtype)))
+        if n not in biases:
+            biases[n] = cuda.to_device(np.zeros(n, dtype=c.dtype))
+        bias = biases[n]
         config = matmul.launch_config(m, n, list(TILE))
         factory = (matmul.__name__, "tiled_source", (*TILE, False))
         return matmul._prepare(factory, tuple(config["grid"]), tuple(config["threads"]), stream, a, w, bias, c)
