@@ -26,6 +26,8 @@ AWKWARD = {
     "cross_entropy": ["scenario.tokens=[33]", "scenario.vocab=[781,5003]", "scenario.tile=[1024]"],
     "linear_cross_entropy": ["scenario.tokens=[33]", "scenario.hidden=[64]", "scenario.vocab=[781]",
                              "scenario.chunk=[8]", "scenario.tile=[256]"],
+    "decoder_layer": ["scenario.tokens=[65]", "scenario.hidden=[100]", "scenario.heads=[3]", "scenario.kv_heads=[1]",
+                      "scenario.head_dim=[64]", "scenario.intermediate=[130]"],
 }  # fmt: skip
 """Shapes no tile divides: the tails, masks and bounds checks of every hand-written CUDA kernel, for every family
 in the tree (tests/test_gpu_check_plan.py holds it to the registry)."""

@@ -179,7 +179,9 @@ def head_shapes(params: Params) -> dict[str, tuple[int, ...]]:
 Gemm = Callable[[Any, Any, Any], Callable[[], None]]
 """gemm(a, w, out) -> a launcher writing a · w into out (2-D arrays; out a contiguous buffer or view of one)."""
 Copy = Callable[[Any, Any], Callable[[], None]]
-"""copy(dst, src) -> a launcher copying src (a strided view) into dst (same shape)."""
+"""copy(dst, src) -> a launcher writing src (a, b, d), a view, into dst (b, a, d) with its first two axes swapped:
+dst[j, i] = src[i, j]. Every layout copy of the chain is that one, so the backend transposes, not the chain: a
+Numba device array has no transposed view of three axes, and torch's `transpose` swaps two axes, not NumPy's."""
 Empty = Callable[[tuple[int, ...], Any], Any]
 """empty(shape, dtype) -> an uninitialised contiguous array on the backend's device."""
 
@@ -218,7 +220,7 @@ def layer_steps(
 
     def to_heads(dst: Any, src: Any) -> Any:
         """(1, T, n, d) token-major -> dst (1, n, T, d) heads-major."""
-        return copy(dst[0], src[0].transpose(1, 0, 2))
+        return copy(dst[0], src[0])
 
     def project(name: str, x: Any, w: str, into: Any) -> Step:
         return Step(name, gemm(x, inputs[w], into.reshape(t, -1)))
@@ -240,7 +242,7 @@ def layer_steps(
         Step("k to heads-major", to_heads(ka, qk[:, :, heads:])),
         Step("v to heads-major", to_heads(va, v)),
         Op("attention", "attention", {"q": qa, "k": ka, "v": va}, o, ops["attention"]),
-        Step("attention output to token-major", copy(ot.reshape(t, heads, d), o[0].transpose(1, 0, 2))),
+        Step("attention output to token-major", copy(ot.reshape(t, heads, d), o[0])),
         project("O projection", ot, "wo", a),
         Op(
             "add_rmsnorm (post-attention)",

@@ -23,8 +23,9 @@ How it is composed (`chain`, `suite.kit.layer`): the chain is a list of steps on
 allocated before the first launch — each op a run of its family's registered kernel (looked up in the registry
 for the backend and device at hand, in the variant the layer's variant picks for its family), each projection
 and layout copy a launcher the backend builds. A backend serves the layer by registering one entry that names
-its GEMM, its copy and its allocator (`backends/numba/on_cpu/decoder_layer.py`); the layer's variants are
-`Unsupported` wherever that backend lacks one of the ops' kernels.
+its GEMM, its copy and its allocator (`backends/numba/on_cpu/decoder_layer.py`, and a `decoder_layer.py` of
+Triton, CuPy and Numba CUDA each); the layer's variants are `Unsupported` wherever that backend lacks one of the
+ops' kernels.
 
 One sequence of `tokens` positions (batch 1) from position 0, causal. Attention is the family's grouped-query
 form: it reads the `kv_heads` heads of K and V in place, never repeated to every query head. The layouts between
@@ -106,8 +107,10 @@ class DecoderLayer(Scenario):
     composes = (*OPS, HEAD)
     """The report's prediction reads these families' rows at the layer's shapes where the run has them (the model
     tour times each op alone beside the layer)."""
+    gpu_check = "gpu_decoder_layer"
     summary = {"tokens": 1024, "rope_pairing": "half"}
-    """The M preset's longer sequence in Llama's pairing: the case the GPU check keeps when its budget is short."""
+    """The M preset's longer sequence, the GPU check's shorter one (conf/experiment/gpu_decoder_layer.yaml), in
+    Llama's pairing: the case the GPU check keeps when its budget is short."""
     limits = limits_for({})
     """Floor: the chain's depth times the usual floor (module docstring; with the head, `limits_for`). Ceiling:
     float32 storage cannot excuse more than 1e-2 after nine ops; half precision stores every activation in 11

@@ -67,9 +67,11 @@ REPORT_S = 30.0
 REPORT_RESERVE_S = 3 * REPORT_S
 """What the sweep leaves the report before the budget's end, on the clock and in the fit: the report is the one
 step nothing can cut, so the check ends within its budget even where it runs three times its estimate."""
-BUDGET_S = {"default": 480.0, "quick": 360.0}
+BUDGET_S = {"default": 540.0, "quick": 420.0}
 """What each plan must fit in on one H100/H200, estimate included; `--over-budget` starts one that does not.
---quick is every family's forward at its summary case, in float16, with the device tests: six minutes."""
+--quick is every family's forward at its summary case, in float16, with the device tests: seven minutes. Each
+was a minute shorter until decoder_layer composed on the CUDA backends: a twelfth family's forward, about 20 s
+at its summary case, did not fit beside the eleven."""
 
 
 @dataclass

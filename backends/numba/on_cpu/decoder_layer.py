@@ -3,7 +3,7 @@
 The layer writes no kernel: `scenarios.decoder_layer.steps` lays its chain out, `suite.kit.layer.compose` looks
 each op up among the Numba CPU kernels in the variant the layer's variant picks. What this module adds is how
 the Numba CPU backend multiplies (`np.matmul(a, w, out=)`, the library GEMM linear_cross_entropy uses here too),
-copies (`np.copyto` from a strided or broadcast view) and allocates (`np.empty`), all on host arrays. float32
+copies (`np.copyto` from a transposed view) and allocates (`np.empty`), all on host arrays. float32
 only: NumPy has no half-precision BLAS (its float16 matmul is a scalar loop, which would time NumPy rather than
 the layer), so float16 cases are `Unsupported`.
 """
@@ -25,7 +25,7 @@ def _gemm(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> Any:
 
 
 def _copy(dst: np.ndarray, src: np.ndarray) -> Any:
-    return functools.partial(np.copyto, dst, src)
+    return functools.partial(np.copyto, dst, src.transpose(1, 0, 2))
 
 
 @kernel(scenario="decoder_layer", backend="numba", variant=VARIANTS, device="cpu")
