@@ -222,3 +222,14 @@ def test_the_report_hands_the_layer_its_ops_rows_from_the_same_run(tmp_path: Pat
 
     text = "\n\n".join(sections(pd.DataFrame(_layer((1.28, 1.30)) + _alone(3.0)), [], tmp_path))
     assert "Predicted from the ops' times timed alone: 1.43×" in text
+
+
+def test_both_gains_are_taken_off_the_unfused_layers_own_time() -> None:
+    """The unfused layer's launches take 30 ms while its steps' medians sum to 20: the ops timed alone save 6 ms,
+    predicting 30/24 = 1.25×, and the measured 1.25× is 6 ms, all of the predicted gain (on the steps' 20 ms the
+    same 6 ms would read 1.43×, and the measured speedup a 4 ms gain)."""
+    rows = _layer((1.20, 1.30), speedup=1.25) + _alone(3.0)
+    rows[0]["time_ms"], rows[1]["time_ms"] = 30.0, 24.0
+    text = layer_section(tidy(pd.DataFrame(rows)))
+    assert "timed alone: 1.25× (6 ms a launch); measured 1.25× [1.20–1.30] (6 ms, 100% of the predicted gain)" in text
+    assert "the prediction falls within the interval" in text

@@ -6,9 +6,13 @@ its fusable ops, GEMMs and copies (`extra.steps_ms`, `split`), and the gain thos
 the ops of (unfused op time − fused op time), set against the measured one. The ops' times come from their own
 families' rows at the layer's shapes where the results hold them (each op timed alone: what a family's speedup
 promises the layer), else from the ops' times inside the two layers (which leaves out only what the GEMMs and
-copies gained or lost); the section says which. Where prediction and measurement part by more than the
-interval, it says by how much and names the step whose time inside the layer moved most against the
-prediction. Reads tidy rows, never runs a kernel.
+copies gained or lost); the section says which. The predicted gain is taken off the unfused layer's own median
+time, the measured one is that time less the fused layer's (through their paired speedup), so both are gains on
+one time: the sum of each step's median inside the layer is less than the median of whole launches (a launch
+also spends time between and across its steps that no one step's median holds), and a ratio on the steps' sum
+would shrink the measured gain with it. Where prediction and measurement part by more than the interval, it says
+by how much and names the step whose time inside the layer moved most against the prediction. Reads tidy rows,
+never runs a kernel.
 """
 
 from __future__ import annotations
@@ -129,7 +133,8 @@ def _verdict_line(pred: Prediction, fused: pd.Series, base_ms: float) -> str:
     """The prediction against the measured speedup: within its interval, or off by how much and why."""
     said = f"Predicted from the ops' times {pred.source}: {pred.speedup:.2f}× ({pred.gain_ms:.3g} ms a launch)"
     measured_ms = base_ms - base_ms / fused["speedup"]  # the measured speedup as a gain on the same time
-    said += f"; measured {_x(fused['speedup'], fused['speedup_lo'], fused['speedup_hi'])} ({measured_ms:.3g} ms)"
+    said += f"; measured {_x(fused['speedup'], fused['speedup_lo'], fused['speedup_hi'])} ({measured_ms:.3g} ms"
+    said += f", {measured_ms / pred.gain_ms:.0%} of the predicted gain)" if pred.gain_ms > 0 else ")"
     if fused["speedup_lo"] <= pred.speedup <= fused["speedup_hi"]:
         return said + ": the prediction falls within the interval."
     above = pred.speedup > fused["speedup_hi"]
@@ -190,9 +195,9 @@ def case_section(rows: pd.DataFrame, pairs: pd.DataFrame, whole: pd.DataFrame) -
     fused_rows = ok[ok["variant"] == "fused"]
     fused_steps = step_times(fused_rows.iloc[0]) if len(fused_rows) else {}
     if unfused_steps and fused_steps and fused is not None:
-        steps_ms = sum(unfused_steps.values())  # the prediction's ratio in the steps' own medians
-        pred = predict(unfused_steps, fused_steps, steps_ms, alone_gains(whole, row))
-        out += [_verdict_line(pred, fused, steps_ms), _steps_table(unfused_steps, fused_steps)]
+        base_ms = float(row["time_ms"])  # the unfused layer's median launch: both gains are taken off it
+        pred = predict(unfused_steps, fused_steps, base_ms, alone_gains(whole, row))
+        out += [_verdict_line(pred, fused, base_ms), _steps_table(unfused_steps, fused_steps)]
     elif not unfused_steps:
         out.append("No step times were recorded (they are taken on the CPU only), so the layer is not split.")
     return out
