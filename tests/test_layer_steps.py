@@ -53,7 +53,10 @@ def test_each_steps_time_is_kept_by_label_and_they_add_up_to_the_launch(monkeypa
     for label, seconds in {**WAITS, "op": 0.003}.items():
         assert seconds * 1e3 <= times[label] < seconds * 1e3 + 20.0, (label, times)  # a busy host may add, never take
     launch_ms = 1e3 * np.median(spent[1:])  # the first launch is left out of the steps' medians, as it compiles
-    assert sum(times.values()) == pytest.approx(launch_ms, rel=0.05)
+    # Every step counted once: no fewer than the steps' own spins, no more than a whole launch. On a busy host a
+    # launch held up in one step and another in the next lift the median launch above the sum of the steps'
+    # medians, so the two are not equal there; a step left out or counted twice still falls outside.
+    assert 1e3 * sum((*WAITS.values(), 0.003)) <= sum(times.values()) <= 1.05 * launch_ms + 1.0, (times, launch_ms)
     assert launch.notes["op"] == {"grid": 1}  # the op's own notes stay under its label
 
 
