@@ -40,7 +40,7 @@ def test_a_changed_row_changes_the_headline(tmp_path) -> None:
     frame.to_csv(run / "results.csv", index=False)
     after = headline.render(table, tmp_path)
     assert "1.23× [1.20–1.25]" in after and "1.23× [1.20–1.25]" not in before
-    assert "3.82× [3.72–3.94]" in before and "3.82× [3.72–3.94]" not in after
+    assert "3.83× [3.74–3.96]" in before and "3.83× [3.74–3.96]" not in after
 
 
 def test_a_case_the_run_lacks_is_one_line_naming_it() -> None:
