@@ -43,11 +43,5 @@ def _empty(shape: tuple[int, ...], dtype: Any) -> Any:
 def layer(inputs: dict[str, Any], out: Any, params: dict, opts: dict, *, variant: str) -> Launch:
     """The layer's chain with each op's CuPy kernel in the variant `variant` picks for it."""
     chain = steps(inputs, out, params, gemm=_cublas, copy=_copy, empty=_empty)
-    composed = compose(chain, op_variants(variant, params), backend="cupy", device="cuda", opts=opts)
-    context = BACKEND.launch_stream(opts.get("stream"))
-
-    def launch() -> None:
-        with context():
-            composed.run()
-
-    return Launch(launch, notes=composed.notes, allocates=composed.allocates)
+    within = BACKEND.launch_stream(opts.get("stream"))
+    return compose(chain, op_variants(variant, params), backend="cupy", device="cuda", opts=opts, within=within)

@@ -38,11 +38,5 @@ def layer(inputs: dict[str, Any], out: torch.Tensor, params: dict, opts: dict, *
         return torch.empty(shape, dtype=dtype, device=out.device)
 
     chain = steps(inputs, out, params, gemm=_gemm, copy=_copy, empty=empty)
-    composed = compose(chain, op_variants(variant, params), backend="triton", device="cuda", opts=opts)
-    on_stream = BACKEND.launch_stream(opts.get("stream"))
-
-    def launch() -> None:
-        with on_stream():
-            composed.run()
-
-    return Launch(launch, notes=composed.notes, allocates=composed.allocates)
+    within = BACKEND.launch_stream(opts.get("stream"))
+    return compose(chain, op_variants(variant, params), backend="triton", device="cuda", opts=opts, within=within)

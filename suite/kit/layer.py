@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,7 @@ def compose(
     device: str,
     opts: Mapping[str, Any],
     step_times: bool = True,
+    within: Callable[[], AbstractContextManager] | None = None,
 ) -> Launch:
     """One `Launch` running `steps` in order, each `Op` as `backend`'s kernel of its family on `device` in the
     variant `variants[family]`. A family the backend does not register in that variant makes the composition
@@ -124,7 +126,9 @@ def compose(
 
     With `step_times` and on `device` 'cpu' only, each op's and step's median time inside the launch is kept in
     the notes as `steps_ms` (`StepClock`), their labels in order as `step_order`; a CUDA launch returns before
-    its kernel ran, so the host's clock around it would time the enqueue and nothing is recorded there."""
+    its kernel ran, so the host's clock around it would time the enqueue and nothing is recorded there.
+    `within`: a context every launch runs in (a GPU backend's stream, where its launchers take it from the
+    context rather than as an argument)."""
     built = Built()
     for step in steps:
         if isinstance(step, Step):
@@ -147,10 +151,18 @@ def compose(
         labels = [step.label for step in steps]
         built.notes[STEP_ORDER] = list(dict.fromkeys(labels))
         clock = StepClock(labels, built.notes.setdefault(STEPS_MS, {}))
-        return Launch(functools.partial(clock.run, launchers), notes=built.notes, allocates=built.allocates)
+        chain: Callable[[], None] = functools.partial(clock.run, launchers)
+    else:
+
+        def chain() -> None:
+            for launcher in launchers:
+                launcher()
+
+    if within is None:
+        return Launch(chain, notes=built.notes, allocates=built.allocates)
 
     def run() -> None:
-        for launcher in launchers:
-            launcher()
+        with within():
+            chain()
 
     return Launch(run, notes=built.notes, allocates=built.allocates)
