@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from scenarios.decoder_layer import op_params
-from scenarios.decoder_layer.charts import WHOLE, steps_chart
+from scenarios.decoder_layer.charts import LAUNCH, WHOLE, steps_chart
 from scenarios.decoder_layer.report import layer_section
 from suite.kit.layer import STEP_ORDER, STEPS_MS
 from suite.kit.tidy import tidy
@@ -167,7 +167,9 @@ def test_the_chart_stacks_each_variant_and_its_text_does_not_overlap(tmp_path: P
         ends[y] = max(ends.get(y, 0.0), bar.get_x() + bar.get_width())
     assert [ends[i] for i in range(4)] == pytest.approx([20.0, 15.5, 12.0, 20.0])
     labels = [t.get_text() for t in figure.legends[0].get_texts()]
-    assert labels == ["add_rmsnorm", "rope", "attention", "swiglu", "GEMM", "copy", WHOLE]
+    assert labels == ["add_rmsnorm", "rope", "attention", "swiglu", "GEMM", "copy", WHOLE, LAUNCH]
+    ticks = ax.collections[0].get_offsets()  # each variant's median launch, beside its stacked steps
+    assert [x for x, _ in ticks] == pytest.approx([20.0, 15.5, 12.0, 19.5])
     FigureCanvasAgg(figure)  # saving closed it: a canvas of its own again, as tests/charts_drawn.py does
     figure.canvas.draw()
     texts = _texts(figure)
@@ -206,7 +208,7 @@ def test_the_head_is_its_familys_op_in_the_split_the_prediction_and_the_chart(tm
     steps_chart(tidy(pd.DataFrame(layer)), tmp_path)
     figure = saved["steps_decoder_layer.png"]
     labels = [t.get_text() for t in figure.legends[0].get_texts()]
-    assert labels == ["add_rmsnorm", "rope", "attention", "swiglu", "linear_cross_entropy", "GEMM", "copy"]
+    assert labels == ["add_rmsnorm", "rope", "attention", "swiglu", "linear_cross_entropy", "GEMM", "copy", LAUNCH]
     plt.close(figure)
 
 

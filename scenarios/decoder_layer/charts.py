@@ -4,8 +4,10 @@ The generic charts give each variant's total time; the layer's question is where
 variant's bar is stacked from its fusable ops' times (one colour per op family, add_rmsnorm's runs together,
 the LM head's linear_cross_entropy one more where the case has the head), then the GEMMs' and the copies' (one
 segment each), from the medians `suite.kit.layer.compose` kept in the row's `extra.steps_ms`. A variant without
-step times (torch's `eager` and `compiled`, Liger's `library`, a GPU row) is one grey bar of its median time. One
-panel per case and device (every backend's bars in it), at most MAX_PANELS.
+step times (torch's `eager` and `compiled`, Liger's `library`, a GPU row) is one grey bar of its median time. A
+black tick on every bar marks the variant's median launch: the steps' medians sum to less than a whole launch
+(a launch held up in one step and another in the next), so a stacked bar alone would set a split variant short
+against a grey one. One panel per case and device (every backend's bars in it), at most MAX_PANELS.
 Reads tidy rows, never runs a kernel.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from scenarios.decoder_layer.chain import ALL_OPS, VARIANTS
@@ -29,6 +32,7 @@ ORDER = ("unfused", "fused", "compiled", "eager", "library", *(v for v in VARIAN
 SEGMENTS = (*ALL_OPS, GEMM, COPY)
 """Each op family (the head's where a case has it: a case without it draws no such segment), GEMMs, copies."""
 WHOLE = "whole layer (not split)"
+LAUNCH = "median launch"
 PANEL = ["params", "dtype", "device"]
 """A panel per case on one device: the hand-written backend's variants and torch's side by side."""
 MAX_PANELS = 4
@@ -52,7 +56,8 @@ def _bars(rows: pd.DataFrame) -> pd.DataFrame:
         times = step_times(same.iloc[0])
         split = segments(times) if times else {WHOLE: float(same["time_ms"].median())}
         label = f"{variant} ({backend})" if shared[variant] > 1 else variant
-        out.append({"label": label, "rank": (rank.get(variant, len(ORDER)), backend), **split})
+        launch = float(same["time_ms"].median())
+        out.append({"label": label, "rank": (rank.get(variant, len(ORDER)), backend), LAUNCH: launch, **split})
     return pd.DataFrame(out).fillna(0.0).sort_values("rank", ignore_index=True)
 
 
@@ -79,12 +84,14 @@ def steps_chart(frame: pd.DataFrame, outdir: Path) -> list[Path]:
                 ax.barh(bars["label"], bars[segment], left=left, color=colors[segment], height=0.7)
                 left += bars[segment]
                 drawn.add(segment)
+            ax.scatter(bars[LAUNCH], bars["label"], marker="|", s=250, linewidths=2, color="black", zorder=3)
             ax.invert_yaxis()  # the first variant on top
             first = rows.iloc[0]
             ax.set_title(f"{case_name(first)}, {first['dtype']}, {first['device']}", fontsize=10)
             whole = ", or the whole layer's" if WHOLE in bars and (bars[WHOLE] > 0).any() else ""
             ax.set_xlabel(f"ms per launch (each step's median inside the layer{whole})")
-        handles = [Patch(color=colors[s], label=s) for s in [*SEGMENTS, WHOLE] if s in drawn]
+        handles: list = [Patch(color=colors[s], label=s) for s in [*SEGMENTS, WHOLE] if s in drawn]
+        handles.append(Line2D([], [], marker="|", markersize=12, mew=2, color="black", ls="none", label=LAUNCH))
         fig.suptitle("decoder_layer: where each variant's time goes, op by op", fontsize=12)
         fig.tight_layout(rect=(0.0, 0.0, 0.78, 1.0))
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(0.78, 0.5), frameon=False)
