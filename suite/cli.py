@@ -41,9 +41,9 @@ if TYPE_CHECKING:
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 TOUR = ["-m", "experiment=tour_elementwise,tour_layernorm,tour_softmax,tour_attention,tour_matmul"]
-"""What `python -m suite` (and `nox -s bench`) runs when given no arguments: every family at sizes that show the
-effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 13 minutes on 2 CPU
-cores with the install, each case timed in two worker processes."""
+"""What `python -m suite` (and `nox -s bench`) runs when given no arguments: the tour's five families at sizes
+that show the effect (conf/experiment/tour_*.yaml), one job each, into one table and one report; about 13 minutes
+on 2 CPU cores with the install, each case timed in two worker processes."""
 
 
 def with_training_tour(args: list[str]) -> list[str]:
