@@ -83,10 +83,10 @@ COLUMNS = {
 
 
 def pick(table_: Table, case: Case, data: pd.DataFrame, pairs: pd.DataFrame) -> Picked:
-    """The fused row the case names; ConfigError naming the run and case where the run has none."""
+    """The hand kernel's row the case names; ConfigError naming the run and case where the run has none."""
     rows = timed(data)
     mine = rows[
-        (rows["variant"] == "fused")
+        (rows["variant"] == case.variant)
         & (rows["scenario"] == case.scenario)
         & (rows["impl"] == table_.impl)
         & (rows["dtype"] == table_.dtype)
@@ -99,10 +99,10 @@ def pick(table_: Table, case: Case, data: pd.DataFrame, pairs: pd.DataFrame) -> 
         mine = mine[mine["size"] == case.size]
     if mine.empty:
         raise ConfigError(
-            f"headline: {case.run or table_.run} has no timed fused row for {case.label!r} ({case.scenario})"
+            f"headline: {case.run or table_.run} has no timed {case.variant} row for {case.label!r} ({case.scenario})"
         )
     row = mine.sort_values(["size", "series_rank"]).iloc[-1]
-    pair = pairs[(pairs[CASE] == row[CASE]).all(axis=1) & (pairs["variant"] == "fused")]
+    pair = pairs[(pairs[CASE] == row[CASE]).all(axis=1) & (pairs["variant"] == case.variant)]
     return Picked(row, data, float(pair["predicted"].iloc[0]) if len(pair) else float("nan"))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Case:
-    """One line of a headline table: the fused row of `scenario` whose series is `series` (tidy's label of the
+    """One line of a headline table: the hand kernel's row (fused unless `variant` says) of `scenario` whose series is `series` (tidy's label of the
     case less its size and model; "" where the run has one series of the family), at `size` (None: the largest
     timed)."""
 
@@ -20,7 +20,9 @@ class Case:
     series: str = ""
     size: float | None = None
     run: str = ""
-    """The committed run this line is read from, where it is not its table's (a family rerun on its own)."""
+    """The committed run this line is read from, where it is not its table's."""
+    variant: str = "fused"
+    """The hand kernel's variant the line reads (`tiled`: the matmul without an epilogue)."""
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,74 @@ LLAMA = Table(
         Case("MLP up projection 4,096 → 14,336 + bias+gelu", "matmul"),
     ),
 )
+LLAMA_ALL = Table(
+    run="results/model_llama3_8b",
+    says="Every family the run holds, at Llama-3-8B's shapes and 2,048 tokens, float32, Numba's CPU kernels:",
+    columns=(*FORWARD[:3], "peak, unfused → fused", FORWARD[3]),
+    cases=(
+        Case("MLP activation `shift→silu`", "elementwise_chain"),
+        Case("layernorm, 2,048 rows", "layernorm"),
+        Case("rmsnorm, 2,048 rows", "rmsnorm"),
+        Case("softmax of the scores, 65,536 rows", "softmax"),
+        Case("causal attention H32 (8 K/V heads) D128", "attention"),
+        Case("MLP up projection 4,096 → 14,336 + bias+gelu", "matmul"),
+        Case("add_rmsnorm, 2,048 rows", "add_rmsnorm"),
+        Case("swiglu, 2,048 rows", "swiglu"),
+        Case("rope, 32 q / 8 kv heads, half pairs", "rope"),
+        Case("cross-entropy, 2,048 tokens", "cross_entropy"),
+    ),
+)
+CHAINS = (
+    Case("chain `[scale,shift,scale,shift]`", "elementwise_chain", "scale→shift→scale→shift"),
+    Case(
+        "8-op chain with tanh, sigmoid, silu, gelu",
+        "elementwise_chain",
+        "scale→shift→relu→square→tanh→sigmoid→silu→gelu",
+    ),
+)
+COMPILER = Table(
+    run="results/sample_compiler",
+    says=(
+        "Hand fusion against the compiler (`python -m suite -m experiment=compiler_chains,compiler_layernorm`, "
+        "`results/sample_compiler/`), float32, Numba's CPU kernels:"
+    ),
+    columns=("fused over unfused", "fused over torch.compile", "fused over the library (medians)"),
+    cases=(
+        *CHAINS,
+        Case("layernorm, 65,536 rows", "layernorm", size=1024),
+        Case("layernorm, 65,536 rows", "layernorm", size=4096),
+    ),
+)
+RIVALS = ("fused, % of copy ceiling", "fused over torch.compile", "fused over the library (medians)")
+BEST = Table(
+    run="results/sample_best",
+    says=(
+        "Each CPU kernel beside its rivals (`results/sample_best/`), float32; the library is torch's op (SDPA for "
+        "attention, its matmul or NumPy's BLAS for the GEMM):"
+    ),
+    columns=RIVALS,
+    cases=(
+        *CHAINS,
+        *(
+            Case(f"{family}, 65,536 rows", family, size=cols)
+            for family in ("layernorm", "rmsnorm", "softmax")
+            for cols in (1024, 4096)
+        ),
+        Case("attention B1 H4 D64", "attention", "batch=1, block_m=64, block_n=64, causal=False, head_dim=64, heads=4"),
+        Case(
+            "causal attention B1 H4 D64",
+            "attention",
+            "batch=1, block_m=64, block_n=64, causal=True, head_dim=64, heads=4",
+        ),
+        Case("matmul, no epilogue (the tiled kernel)", "matmul", variant="tiled"),
+    ),
+)
+BEST_HALF = Table(run=BEST.run, says="The same chains in float16:", columns=RIVALS, cases=CHAINS, dtype="float16")
 TRAIN = Table(
     run="results/training",
     says=(
         "The train phase (forward + backward as one call; `python -m suite training device=cpu`, "
-        "`results/training/`; softmax from `results/training_softmax/`, rerun once its torch rows' tolerance was "
-        "corrected; linear cross-entropy from `results/training_lce/`, rerun once its fused training step wrote "
-        "each chunk's gradient in its forward), float32, Numba's CPU kernels:"
+        "`results/training/`), float32, Numba's CPU kernels:"
     ),
     columns=(
         "fused over unfused",
@@ -92,27 +155,23 @@ TRAIN = Table(
         ),
         Case("layernorm, 8,192 rows", "layernorm"),
         Case("rmsnorm, 8,192 rows", "rmsnorm"),
-        Case("softmax, 8,192 rows", "softmax", run="results/training_softmax"),
+        Case("softmax, 8,192 rows", "softmax"),
         Case("add_rmsnorm, 8,192 rows", "add_rmsnorm"),
         Case("swiglu, 2,048 rows", "swiglu"),
         Case("rope, Llama-3-8B heads, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
         Case("cross_entropy, 2,048 tokens", "cross_entropy"),
-        Case("linear_cross_entropy, hidden 256, vocab 32,000", "linear_cross_entropy", run="results/training_lce"),
+        Case("linear_cross_entropy, hidden 256, vocab 32,000", "linear_cross_entropy"),
     ),
     phase="train",
 )
 BACKWARD = Table(
     run="results/backward",
-    says=(
-        "The backward pass alone (`phase=backward`, `results/backward/`; add_rmsnorm from "
-        "`results/backward_compiled/`, rerun once torch.compile's backward could be launched again; rmsnorm and "
-        "layernorm from `results/backward_norms/`, rerun once their fused backward became one pipelined loop):"
-    ),
+    says=("The backward pass alone (`phase=backward`, `results/backward/`), float32, Numba's CPU kernels:"),
     columns=("fused, % of copy ceiling", "fused over unfused", "fused over torch.compile"),
     cases=(
-        Case("rmsnorm, 8,192 rows", "rmsnorm", run="results/backward_norms"),
-        Case("layernorm, 8,192 rows", "layernorm", run="results/backward_norms"),
-        Case("add_rmsnorm, 8,192 rows", "add_rmsnorm", run="results/backward_compiled"),
+        Case("rmsnorm, 8,192 rows", "rmsnorm"),
+        Case("layernorm, 8,192 rows", "layernorm"),
+        Case("add_rmsnorm, 8,192 rows", "add_rmsnorm"),
         Case("swiglu, 2,048 rows", "swiglu"),
         Case("rope, half pairs", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=half"),
         Case("rope, interleaved", "rope", "batch=1, head_dim=128, heads=32, kv_heads=8, pairing=interleaved"),
@@ -120,5 +179,9 @@ BACKWARD = Table(
     ),
     phase="backward",
 )
-HEADLINES: dict[str, tuple[Table, ...]] = {"README.md": (SAMPLE, LLAMA), "docs/training.md": (TRAIN, BACKWARD)}
+HEADLINES: dict[str, tuple[Table, ...]] = {
+    "README.md": (SAMPLE, LLAMA),
+    "docs/training.md": (TRAIN, BACKWARD),
+    "results/model_llama3_8b/README.md": (LLAMA_ALL,),
+}
 """Document (relative to the repository root) -> the tables of its marked block."""
