@@ -85,7 +85,9 @@ def ratio(value: float, lo: float, hi: float, verdict: str) -> str:
 
 def library_ratio(row: pd.Series, timed: pd.DataFrame) -> str:
     """The library's median time over the fused row's, for the same case on the same device ('' where the library
-    was not timed): a ratio of medians, since the two are not timed as a pair, so no interval."""
+    was not timed): a ratio of medians, since the two are not timed as a pair, so no interval. Where several
+    libraries were timed (torch's GEMM and NumPy's), each gets its own ratio, named: a median across libraries
+    would be neither's."""
     library = timed[
         (timed["scenario"] == row["scenario"])
         & (timed["params"] == row["params"])
@@ -94,7 +96,10 @@ def library_ratio(row: pd.Series, timed: pd.DataFrame) -> str:
         & (timed["device"] == row["device"])
         & (timed["variant"] == "library")
     ]
-    return f"{library['time_ms'].median() / row['time_ms']:.2f}×" if len(library) else ""
+    medians = library.groupby("impl")["time_ms"].median().sort_values()
+    if len(medians) == 1:
+        return f"{medians.iloc[0] / row['time_ms']:.2f}×"
+    return ", ".join(f"{t / row['time_ms']:.2f}× ({impl.split('/')[0]})" for impl, t in medians.items())
 
 
 def _memory(row: pd.Series) -> str:

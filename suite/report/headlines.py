@@ -88,6 +88,12 @@ LLAMA_ALL = Table(
         Case("cross-entropy, 2,048 tokens", "cross_entropy"),
     ),
 )
+LM_HEAD = Table(
+    run="results/linear_cross_entropy_llama3_8b",
+    says="The LM head and its loss at Llama-3-8B's widths, float32, Numba's CPU kernels after NumPy's BLAS:",
+    columns=("fused over unfused", "peak, unfused → fused", "fused over torch.compile"),
+    cases=(Case("hidden 4,096, vocab 128,256, chunks of 256 tokens", "linear_cross_entropy"),),
+)
 CHAINS = (
     Case("chain `[scale,shift,scale,shift]`", "elementwise_chain", "scale→shift→scale→shift"),
     Case(
@@ -113,8 +119,8 @@ RIVALS = ("fused, % of copy ceiling", "fused over torch.compile", "fused over th
 BEST = Table(
     run="results/sample_best",
     says=(
-        "Each CPU kernel beside its rivals (`results/sample_best/`), float32; the library is torch's op (SDPA for "
-        "attention, its matmul or NumPy's BLAS for the GEMM):"
+        "Each CPU kernel beside its rivals (`results/sample_best/`), float32; the library is SDPA for attention and "
+        "torch's and NumPy's GEMMs for the matmul (the table above has torch's `layer_norm`):"
     ),
     columns=RIVALS,
     cases=(
@@ -124,11 +130,15 @@ BEST = Table(
             for family in ("layernorm", "rmsnorm", "softmax")
             for cols in (1024, 4096)
         ),
-        Case("attention B1 H4 D64", "attention", "batch=1, block_m=64, block_n=64, causal=False, head_dim=64, heads=4"),
+        Case(
+            "attention B1 H4 D64",
+            "attention",
+            "batch=1, block_m=64, block_n=64, causal=False, head_dim=64, heads=4, kv_heads=4",
+        ),
         Case(
             "causal attention B1 H4 D64",
             "attention",
-            "batch=1, block_m=64, block_n=64, causal=True, head_dim=64, heads=4",
+            "batch=1, block_m=64, block_n=64, causal=True, head_dim=64, heads=4, kv_heads=4",
         ),
         Case("matmul, no epilogue (the tiled kernel)", "matmul", variant="tiled"),
     ),
@@ -182,6 +192,8 @@ BACKWARD = Table(
 HEADLINES: dict[str, tuple[Table, ...]] = {
     "README.md": (SAMPLE, LLAMA),
     "docs/training.md": (TRAIN, BACKWARD),
+    "docs/rivals.md": (COMPILER, BEST, BEST_HALF),
     "results/model_llama3_8b/README.md": (LLAMA_ALL,),
+    "results/linear_cross_entropy_llama3_8b/README.md": (LM_HEAD,),
 }
 """Document (relative to the repository root) -> the tables of its marked block."""

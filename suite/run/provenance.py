@@ -32,16 +32,33 @@ def versions() -> str:
     return json.dumps(found, sort_keys=True)
 
 
-def git_rev() -> str:
+RESULTS_DIR = "results"
+"""Where runs write and committed runs live: what changes there is data, not the code a run measured."""
+
+
+def git_rev(root: Path | None = None) -> str:
+    """The revision the code came from, `-dirty` where a tracked file outside `results/` differs from it: a run
+    that rewrites a committed run's directory (regenerating it in place) still measured the revision's code."""
+    root = ROOT if root is None else root
     try:
         rev = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":(top)",
+                f":(top,exclude){RESULTS_DIR}",
+            ],
             capture_output=True,
             text=True,
             timeout=10,
