@@ -4,7 +4,9 @@ same GEMMs over every token at once in NumPy's and torch's BLAS.
 The step (Numba CPU, `fused`, train phase) runs, per chunk of 256 tokens, three GEMMs (the logits; dhidden's rows;
 dweight's term) and its row kernels (the loss and log-sum-exp, the gradient in place, dweight's accumulation).
 torch.compile's step runs the same three GEMMs once over all 2,048 tokens. Timing the parts apart says which of
-the two costs the difference: the chunked GEMMs against the whole-batch ones, or the kernels between them.
+the two costs the difference: the chunked GEMMs against the whole-batch ones, or the kernels between them; the
+chunked and the whole-batch GEMMs in both BLAS libraries say how much of the GEMMs' gap is the chunking and how
+much the library.
 
     nox -s benchmark -- tests/benchmarks/bench_lce_parts.py --benchmark-group-by=group
 
@@ -72,7 +74,13 @@ def _parts() -> dict[str, Callable[[], None]]:
         import torch
     except ImportError:
         return parts
-    th, tw, tevery, tdh, tterm = (torch.from_numpy(a) for a in (h, w, every, dh, term))
+    th, tw, tevery, tdh, tterm, tlogits = (torch.from_numpy(a) for a in (h, w, every, dh, term, logits))
+
+    def chunk_gemms_torch() -> None:
+        for a, b in spans:
+            torch.matmul(th[a:b], tw, out=tlogits)
+            torch.matmul(tlogits, tw.T, out=tdh[a:b])
+            torch.matmul(th[a:b].T, tlogits, out=tterm)
 
     def whole_gemms_torch() -> None:
         torch.matmul(th, tw, out=tevery)
@@ -80,10 +88,11 @@ def _parts() -> dict[str, Callable[[], None]]:
         torch.matmul(th.T, tevery, out=tterm)
 
     parts["whole_gemms_torch"] = whole_gemms_torch
+    parts["chunk_gemms_torch"] = chunk_gemms_torch
     return parts
 
 
-PARTS = ("step", "chunk_gemms_numpy", "row_kernels", "whole_gemms_numpy", "whole_gemms_torch")
+PARTS = ("step", "chunk_gemms_numpy", "row_kernels", "whole_gemms_numpy", "whole_gemms_torch", "chunk_gemms_torch")
 
 
 @pytest.fixture(scope="module")
