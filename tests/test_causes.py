@@ -29,8 +29,18 @@ def test_spills_and_occupancy_drop_are_named():
 
 
 def test_library_winning_is_named():
-    assert any("library kernel (1 ms) beats" in c for c in causes(pair(), library_ms=1.0))
+    assert any("library kernel (1.00 ms) beats the fused one (2.00 ms)" in c for c in causes(pair(), library_ms=1.0))
     assert not any("library" in c for c in causes(pair(), library_ms=3.0))
+
+
+def test_a_library_inside_the_band_is_no_cause_and_close_times_print_apart():
+    """A library 1% faster is noise, not a cause; 3% faster is named with figures a reader can tell apart (the
+    report once printed "the library kernel (28 ms) beats the compiled one (28 ms)")."""
+    assert not any("library" in c for c in causes(pair(time_ms=28.0), library_ms=27.8))
+    found = [c for c in causes(pair(time_ms=28.4), library_ms=27.5) if "library" in c]
+    assert found and "(27.5 ms) beats the fused one (28.4 ms)" in found[0], found
+    close = [c for c in causes(pair(time_ms=2804.2), library_ms=2741.9) if "library" in c]
+    assert close and "(2,742 ms) beats the fused one (2,804 ms)" in close[0], close
 
 
 def test_launch_overhead_and_caches_at_small_sizes():

@@ -299,3 +299,13 @@ def test_rows_without_peaks_read_as_before() -> None:
     data = tidy(old)
     assert report_memory.section(data) is None
     assert glance.section(data) is not None  # a fused row timed: the first screen still says what it can
+
+
+def test_a_variant_that_holds_more_says_more_not_a_negative_saving() -> None:
+    """The summary once read "at most 0.68× less memory, -2.0 MiB saved" for a tiled GEMM holding 2 MiB more."""
+    from suite.report.memory import _best
+
+    more = _best(pd.Series({"memory_ratio": 4.2 / 6.2, "memory_saved_mib": -2.0}))
+    assert more == "at best 1.48× the memory of its baseline, 2.0 MiB more"
+    less = _best(pd.Series({"memory_ratio": 2.0, "memory_saved_mib": 128.0}))
+    assert less == "at most 2.00× less memory, 128.0 MiB saved"

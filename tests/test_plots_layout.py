@@ -89,3 +89,14 @@ def test_crossover_labels_at_one_size_do_not_overprint(data: pd.DataFrame, tmp_p
     assert {" ".join(t.get_text().split()).split(" pays")[0] for t in labels} == set(VARIANTS)
     for a, b in combinations(labels, 2):
         assert not _box(a).overlaps(_box(b)), f"{a.get_text()!r} overprints {b.get_text()!r}"
+
+
+def test_each_variant_has_its_own_marker_in_every_chart() -> None:
+    """A reader matches a point to its variant by marker: two variants sharing one (the matmul charts once drew
+    fused and compiled both as "P") would make a roofline point unreadable."""
+    from scenarios.matmul.charts import STYLE_MM
+    from suite.kit.chartkit import STYLE
+
+    markers = [marker for _, marker in STYLE.values()]
+    assert len(markers) == len(set(markers)), STYLE
+    assert all(STYLE_MM[v] == STYLE[v] for v in STYLE)

@@ -63,7 +63,8 @@ def chain_chart(pairs: pd.DataFrame, colors: dict[str, tuple]) -> plt.Figure:
             ls, face = FAMILIES[fam]
             ax.plot(line["order"], line["speedup"], ls=ls, marker=marker, mfc=face, color=colors[impl], ms=6)
             ax.fill_between(line["order"], line["speedup_lo"], line["speedup_hi"], color=colors[impl], alpha=0.2)
-        predicted(ax, data, "order", colors)
+        for _, same in data.groupby("family"):  # a prediction joins chains of one family, as the measured lines
+            predicted(ax, same, "order", colors)
 
     at = {i: _sizes_text(top.loc[top["impl"] == i, ["size_axis", "size"]]) for i in colors}
     impls = {f"{i} ({at[i]})": h for i, h in impl_handles(colors).items() if i in set(top["impl"])}

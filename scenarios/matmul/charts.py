@@ -25,7 +25,8 @@ from scenarios.matmul.config import VARIANTS_BY_EPILOGUE
 from suite.kit.chartkit import DPI, STYLE, palette
 from suite.kit.tidy import chart_name, dtype_rank, timed
 
-STYLE_MM = {**STYLE, "unblocked": ("--", "X"), "tiled": ("-", "o"), "unfused": ("-.", "v"), "fused": ("-", "P")}
+STYLE_MM = STYLE
+"""The variants drawn as in every other chart: a marker means one variant throughout a report."""
 TILED = ("tiled", "unfused", "fused")
 GREYS = {"cpu": "0.25", "cuda": "0.6"}
 """Ledger lines per device (its store model): dark for the CPU, light for CUDA."""

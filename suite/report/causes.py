@@ -12,6 +12,8 @@ import math
 
 import pandas as pd
 
+from suite.core.fusion import BAND
+
 LAUNCH_FLOOR_MS = {"cpu": 0.05, "cuda": 0.01}
 """Below this time per launch, fixed launch and threading costs dominate a kernel."""
 COMPUTE_BOUND_PCT = 40.0
@@ -47,6 +49,17 @@ def needs_cause(pair: pd.Series) -> bool:
     return pair.get("verdict") != "pays" or share < WEAK
 
 
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """a and b with the same decimals: three significant digits of the larger, more where that prints both alike."""
+    top = max(abs(a), abs(b), 1e-12)
+    decimals = max(0, 2 - math.floor(math.log10(top)))
+    for d in range(decimals, decimals + 5):
+        x, y = f"{a:,.{d}f}", f"{b:,.{d}f}"
+        if x != y:
+            break
+    return x, y
+
+
 def causes(pair: pd.Series, library_ms: float | None = None) -> list[str]:
     """Likely causes, most specific first, for one candidate/baseline pair of `suite.kit.tidy.speedups`: each
     names the figure measured and, in brackets, the rule it passed."""
@@ -63,10 +76,11 @@ def causes(pair: pd.Series, library_ms: float | None = None) -> list[str]:
             f"theoretical occupancy fell from {occ_base:.0%} ({base}) to {occ:.0%} ({variant}) "
             f"(rule: below {OCCUPANCY_DROP:.0%} of the {base} kernels')"
         )
-    if library_ms is not None and library_ms < pair["time_ms"]:
+    if library_ms is not None and library_ms * (1.0 + BAND) < pair["time_ms"]:
+        mine, theirs = _apart(pair["time_ms"], library_ms)
         found.append(
-            f"the library kernel ({library_ms:.3g} ms) beats the {variant} one ({pair['time_ms']:.3g} ms) "
-            "(rule: a faster library median on the same case)"
+            f"the library kernel ({theirs} ms) beats the {variant} one ({mine} ms) "
+            f"(rule: a library median more than {BAND:.0%} faster on the same case)"
         )
     per_launch = pair["time_ms_base"] / max(_num(pair.get("launches_base")), 1.0)
     floor = LAUNCH_FLOOR_MS.get(str(pair["device"]), 0.01)

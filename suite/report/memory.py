@@ -93,11 +93,19 @@ def _verdicts(ok: pd.DataFrame) -> str:
         said = ", ".join(f"{counts[w]} {w}" for w in ("pays", "neutral", "loses") if w in counts)
         best = g.loc[g["memory_saved_mib"].idxmax()]
         lines.append(
-            f"- {impl} {variant} against {baseline or 'its baseline'}: {said}; at most "
-            f"{best['memory_ratio']:.2f}× less memory, {best['memory_saved_mib']:,.1f} MiB saved "
+            f"- {impl} {variant} against {baseline or 'its baseline'}: {said}; {_best(best)} "
             f"({best['series']}, {best['size_axis']} = {fmt_size(best['size'])})."
         )
     return "\n".join(lines)
+
+
+def _best(row: pd.Series) -> str:
+    """The row's saving in words: where even the best case holds more than its baseline, say so, not a
+    "saving" below 1× of a negative size."""
+    ratio, saved = float(row["memory_ratio"]), float(row["memory_saved_mib"])
+    if saved < 0:
+        return f"at best {1 / ratio:.2f}× the memory of its baseline, {-saved:,.1f} MiB more"
+    return f"at most {ratio:.2f}× less memory, {saved:,.1f} MiB saved"
 
 
 def _mib(value: float) -> str:
