@@ -10,7 +10,6 @@ emulation. `tests` always uses the CPU stack: the tests need no GPU.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import nox
 
@@ -57,10 +56,7 @@ def benchmark(session: nox.Session) -> None:
     session.install("-e", f".[{'cuda' if _has_gpu() else 'cpu'},test]")
     named = any(a.endswith(".py") or "::" in a for a in session.posargs)  # a benchmark file of its own
     front_door = [] if named else ["tests/benchmarks/bench_registry.py"]
-    # OpenBLAS's helpers sleep at once after a call, as in `python -m suite` (suite/core/threads.py), so a
-    # benchmark that alternates NumPy's GEMMs with Numba's kernels times them as the suite does
-    quiet = {} if "OPENBLAS_THREAD_TIMEOUT" in os.environ else {"OPENBLAS_THREAD_TIMEOUT": "4"}
-    session.run("pytest", *front_door, "-p", "no:randomly", *session.posargs, env=quiet)
+    session.run("pytest", *front_door, "-p", "no:randomly", *session.posargs)
 
 
 @nox.session(venv_backend="none")
