@@ -29,7 +29,7 @@ from suite.core import scenario as scenarios
 from suite.core.plugins import load_plugins
 from suite.core.registry import KernelKey
 from suite.core.row import Row
-from suite.run import ceiling, faults, footprint, provenance, result_rows, validate
+from suite.run import ceiling, faults, footprint, peak_memory, provenance, result_rows, validate
 from suite.run.execute import execute
 from suite.run.job import Case, Job, case_seed
 
@@ -60,6 +60,7 @@ class Session:
         self.plugins = tuple(settings.plugins)
         load_plugins(self.plugins)  # before the scan: a plug-in's kernels are found like the tree's
         validate.discover()
+        peak_memory.freeze_imports()
         self.gpu = targets.cuda_device_count() > 0
         self.device_names = {"cpu": provenance.cpu_name()}
         if self.gpu:
