@@ -22,18 +22,25 @@ loop is built to add as little as it can (on the 2-core CI host, one thread, flo
   the same column their addresses agree in the low 12 bits, and a load issued after a store with those bits
   may wait on it (4K aliasing) — loads first cost nothing and gained 1–8% in a bare loop of these streams;
 - the row loops are inlined into the block loop (`inline="always"`): no call per row, and no runtime alias
-  checks rebuilt per row.
+  checks rebuilt per row;
+- each row's first elements are taken apart (`arrays.line_segments`) so that the vector loop stores whole cache
+  lines of y and h: NumPy puts a large array 16 bytes past a line, so a 512-bit loop from a row's first
+  element split every store across two lines. That split, not the streams, was what kept the loop at 69–83% of
+  the copy: with it gone the kernel ran 1.4–1.5× faster at 4,096 and 8,192 columns (interleaved on fresh
+  buffers, old kernel against new; no gain at 1,024 columns, where rows stay in cache) and reads at the copy's
+  rate in `results/add_rmsnorm_emeraldrapids/`. The unfused add stores whole lines the same way (it gained
+  1–5%), so fusion is not credited with the alignment.
 
-What still separates the loop from a copy at DRAM sizes is the re-read of row i's h and the weight, two streams
-from L2 beside the four from memory: a bare loop storing h and y of the same row from x and residual runs at the
-copy's rate, one that also reads the previous row's h at 94%, and the weight costs about 8% more. How much depends
-on what the host's memory gives. Interleaved (order rotated each round, every call on buffers no other call has
-in cache), 1,823 × 4,096, float32: when an ordinary-store copy read 56–57 GB/s, the bare loop ran at 100% of it,
-the bare loop that also reads the previous row's h at 82–86%, and the weight too 80–82%; this kernel 77–80%, at
-the bound of its streams. When the copy read 36 GB/s: 100%, 96%, 97%, and this kernel 91–92%. The re-read is the
-pipeline itself (row i's y waits for row i's sum of squares). Prefetching the next rows did not help, and
-splitting the loop in chunks (to prefetch the re-read lines a chunk ahead) lost a third of its speed before any
-prefetch.
+Before the stores were aligned, this is what the loop was measured against (the figures below are of that kernel):
+the re-read of row i's h and the weight, two streams from L2 beside the four from memory: a bare loop storing h and
+y of the same row from x and residual runs at the copy's rate, one that also reads the previous row's h at 94%, and
+the weight costs about 8% more. How much depends on what the host's memory gives. Interleaved (order rotated each
+round, every call on buffers no other call has in cache), 1,823 × 4,096, float32: when an ordinary-store copy read
+56–57 GB/s, the bare loop ran at 100% of it, the bare loop that also reads the previous row's h at 82–86%, and the
+weight too 80–82%; this kernel 77–80%, at the bound of its streams. When the copy read 36 GB/s: 100%, 96%, 97%, and
+this kernel 91–92%. The re-read is the pipeline itself (row i's y waits for row i's sum of squares). Prefetching the
+next rows did not help, and splitting the loop in chunks (to prefetch the re-read lines a chunk ahead) lost a third
+of its speed before any prefetch.
 
 In half precision the recompute costs two conversions per value where the buffer cost a float32 store and load:
 rows of 1,024 columns in cache lose about 4%, rows in DRAM gain 7–10 points of the copy.
@@ -49,6 +56,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from backends.numba.on_cpu.arrays import line_segments
 from backends.numba.on_cpu.normalization_kernels import FASTMATH
 from backends.numba.on_cpu.normalization_rows import reciprocal_std
 from backends.numba.ops import VECTOR_CODECS, ZERO
@@ -56,16 +64,18 @@ from backends.numba.ops import VECTOR_CODECS, ZERO
 
 @functools.cache
 def add_kernel(dtype: str) -> Any:
-    """h = x + residual, row by row in float32, stored in `dtype`."""
+    """h = x + residual, row by row in float32, stored in `dtype`, whole lines of h from each row's head on
+    (`arrays.line_segments`), as the fused kernel stores them."""
     load, store = VECTOR_CODECS[dtype]
 
     @njit(parallel=True, fastmath=FASTMATH)
     def residual_add(x, res, h):  # type: ignore[no-untyped-def]
-        rows, cols = x.shape
+        rows = x.shape[0]
         for r in prange(rows):
-            xr, rr, hr = x[r], res[r], h[r]
-            for j in range(cols):
-                hr[j] = store(load(xr[j]) + load(rr[j]))
+            for a, b in line_segments(h[r]):
+                xs, rs, hs = x[r, a:b], res[r, a:b], h[r, a:b]
+                for j in range(xs.size):
+                    hs[j] = store(load(xs[j]) + load(rs[j]))
 
     return residual_add
 
@@ -92,28 +102,36 @@ def _rows(dtype: str) -> tuple[Any, Any, Any]:
     @register_jitable(inline="always")
     def add_square(xr, rr, hr):  # type: ignore[no-untyped-def]
         total = ZERO
-        for j in range(xr.size):
-            v = load(xr[j]) + load(rr[j])
-            hr[j] = store(v)
-            total += v * v
+        for a, b in line_segments(hr):
+            xs, rs, hs = xr[a:b], rr[a:b], hr[a:b]
+            for j in range(xs.size):
+                v = load(xs[j]) + load(rs[j])
+                hs[j] = store(v)
+                total += v * v
         return total
 
     @register_jitable(inline="always")
     def output_then_add_square(xr, rr, hr, yr, rstd, wf, xn, rn, hn):  # type: ignore[no-untyped-def]
         """y of this row from its h in float32; h of the next row stored, and its sum of squares. The next
-        row's values are loaded before either store (see the module's docstring)."""
+        row's values are loaded before either store (see the module's docstring); the row's head is taken
+        apart so that the vector loop stores whole lines of y and of the next h."""
         total = ZERO
-        for j in range(xr.size):
-            v = load(xn[j]) + load(rn[j])
-            yr[j] = store(h_again(xr, rr, hr, j) * rstd * wf[j])
-            hn[j] = store(v)
-            total += v * v
+        for a, b in line_segments(yr):
+            xs, rs, hs, ys, ws = xr[a:b], rr[a:b], hr[a:b], yr[a:b], wf[a:b]
+            xns, rns, hns = xn[a:b], rn[a:b], hn[a:b]
+            for j in range(xs.size):
+                v = load(xns[j]) + load(rns[j])
+                ys[j] = store(h_again(xs, rs, hs, j) * rstd * ws[j])
+                hns[j] = store(v)
+                total += v * v
         return total
 
     @register_jitable(inline="always")
     def output(xr, rr, hr, yr, rstd, wf):  # type: ignore[no-untyped-def]
-        for j in range(xr.size):
-            yr[j] = store(h_again(xr, rr, hr, j) * rstd * wf[j])
+        for a, b in line_segments(yr):
+            xs, rs, hs, ys, ws = xr[a:b], rr[a:b], hr[a:b], yr[a:b], wf[a:b]
+            for j in range(xs.size):
+                ys[j] = store(h_again(xs, rs, hs, j) * rstd * ws[j])
 
     return add_square, output_then_add_square, output
 
@@ -127,18 +145,21 @@ def _wide_row(dtype: str) -> Any:
     def wide_row(xr, rr, hr, yr, wf, tile):  # type: ignore[no-untyped-def]
         cols = xr.size
         total = ZERO
-        for start in range(0, cols, tile):
-            n = min(tile, cols - start)
-            xs, rs, hs = xr[start : start + n], rr[start : start + n], hr[start : start + n]
-            part = ZERO
-            for j in range(n):
-                v = load(xs[j]) + load(rs[j])
-                hs[j] = store(v)
-                part += v * v
-            total += part
+        for a, b in line_segments(hr):  # whole lines of h in the second; a tile is a whole number of lines
+            for start in range(a, b, tile):
+                stop = min(start + tile, b)
+                xs, rs, hs = xr[start:stop], rr[start:stop], hr[start:stop]
+                part = ZERO
+                for j in range(xs.size):
+                    v = load(xs[j]) + load(rs[j])
+                    hs[j] = store(v)
+                    part += v * v
+                total += part
         rstd = reciprocal_std(total / np.float32(cols))
-        for j in range(cols):  # the re-read
-            yr[j] = store((load(xr[j]) + load(rr[j])) * rstd * wf[j])
+        for a, b in line_segments(yr):  # the re-read
+            xs, rs, ys, ws = xr[a:b], rr[a:b], yr[a:b], wf[a:b]
+            for j in range(xs.size):
+                ys[j] = store((load(xs[j]) + load(rs[j])) * rstd * ws[j])
 
     return wide_row
 
