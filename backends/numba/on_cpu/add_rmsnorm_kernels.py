@@ -27,9 +27,11 @@ loop is built to add as little as it can (on the 2-core CI host, one thread, flo
   lines of y and h: NumPy puts a large array 16 bytes past a line, so a 512-bit loop from a row's first
   element split every store across two lines. That split, not the streams, was what kept the loop at 69–83% of
   the copy: with it gone the kernel ran 1.4–1.5× faster at 4,096 and 8,192 columns (interleaved on fresh
-  buffers, old kernel against new; no gain at 1,024 columns, where rows stay in cache) and reads at the copy's
-  rate in `results/add_rmsnorm_emeraldrapids/`. The unfused add stores whole lines the same way (it gained
-  1–5%), so fusion is not credited with the alignment.
+  buffers, old kernel against new; no gain at 1,024 columns, where rows stay in cache) and read 93–103% of the
+  copy ceiling in `results/add_rmsnorm_emeraldrapids/` (76–104% in its rerun). The unfused add stores whole lines the same way (it gained
+  1–5%); rmsnorm's step kernels, which unfused runs after it, gained nothing from it (0.90–1.02×, the three steps
+  timed old against new at 1,024 to 8,192 columns: one store stream each), so they were left as they were and
+  fusion is not credited with the alignment.
 
 Before the stores were aligned, this is what the loop was measured against (the figures below are of that kernel):
 the re-read of row i's h and the weight, two streams from L2 beside the four from memory: a bare loop storing h and
