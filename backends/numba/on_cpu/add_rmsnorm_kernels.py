@@ -24,14 +24,14 @@ loop is built to add as little as it can (on the 2-core CI host, one thread, flo
 - the row loops are inlined into the block loop (`inline="always"`): no call per row, and no runtime alias
   checks rebuilt per row;
 - each row's first elements are taken apart (`arrays.line_segments`) so that the vector loop stores whole cache
-  lines of y and h: NumPy puts a large array 16 bytes past a line, so a 512-bit loop from a row's first
-  element split every store across two lines. That split, not the streams, was what kept the loop at 69–83% of
-  the copy: with it gone the kernel ran 1.4–1.5× faster at 4,096 and 8,192 columns (interleaved on fresh
-  buffers, old kernel against new; no gain at 1,024 columns, where rows stay in cache; built for AVX2 with
-  `NUMBA_CPU_NAME=znver3`, 256 bits wide, on the same host: 1.26–1.54×) and read 93–103% of the
-  copy ceiling in `results/add_rmsnorm_emeraldrapids/` (76–104% in its rerun). The unfused add stores whole lines the same way (it gained
-  1–5%); rmsnorm's step kernels, which unfused runs after it, gained nothing from it (0.90–1.02×, the three steps
-  timed old against new at 1,024 to 8,192 columns: one store stream each), so they were left as they were and
+  lines of y and h: NumPy puts a large array 16 bytes past a line, so a 512-bit loop from a row's first element
+  split every store across two lines. That split, not the streams, was what kept the loop at 69–83% of the copy:
+  with it gone the kernel ran 1.4–1.5× faster at 4,096 and 8,192 columns (interleaved on fresh buffers, old kernel
+  against new; no gain at 1,024 columns, where rows stay in cache; built for AVX2 with `NUMBA_CPU_NAME=znver3`, 256
+  bits wide, on the same host: 1.26–1.54×) and read 93–103% of the copy ceiling in
+  `results/add_rmsnorm_emeraldrapids/` (76–104% in its rerun). The unfused add stores whole lines the same way (it
+  gained 1–5%); rmsnorm's step kernels, which unfused runs after it, gained nothing from it (0.90–1.02×, the three
+  steps timed old against new at 1,024 to 8,192 columns: one store stream each), so they were left as they were and
   fusion is not credited with the alignment.
 
 Before the stores were aligned, this is what the loop was measured against (the figures below are of that kernel):
