@@ -155,10 +155,11 @@ def rss_peak(threshold: int = MMAP_THRESHOLD) -> Iterator[list[Any]]:
 
 @contextlib.contextmanager
 def _fresh_pages(threshold: int) -> Iterator[None]:
-    """glibc serves allocations of `threshold` bytes and more from fresh mappings, returned when freed, while
-    inside, and the free pages of its heap are handed back first (`malloc_trim`, after `settle` has freed what
-    waited in reference cycles), so that memory freed earlier and served again is faulted in again; outside, the threshold is left at the ceiling glibc's own adaptive one
-    reaches (32 MiB), where it usually stands after a few large frees. Nothing where the C library is not glibc."""
+    """glibc serves allocations of `threshold` bytes and more from fresh mappings, returned when freed, while inside,
+    and the free pages of its heap are handed back first (`malloc_trim`, after `settle` has freed what waited in
+    reference cycles), so that memory freed earlier and served again is faulted in again; outside, the threshold is
+    left at the ceiling glibc's own adaptive one reaches (32 MiB), where it usually stands after a few large frees.
+    Nothing where the C library is not glibc."""
     libc = _libc()
     if libc is None:
         yield
